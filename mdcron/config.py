@@ -1,0 +1,172 @@
+"""Settings: scheduler.yaml in the home folder (optional) over built-in defaults."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .problems import Problem
+from .units import DurationError, parse_duration
+
+CONFIG_NAME = "scheduler.yaml"
+ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    home: Path
+    path: Path | None = None  # the config file, when there is one
+    timezone: str | None = None  # IANA zone for schedules; None = the system's
+    max_parallel: int = 4
+    catchup: float = 3600.0  # default allowance for a late fire, seconds
+    log_max_bytes: int = 10 * 1024 * 1024  # per run log
+    output_tail_bytes: int = 4096  # kept in the database per run
+    retention_days: int = 90
+    kill_grace: float = 5.0  # TERM → KILL grace on timeout, seconds
+    secret_env: tuple[str, ...] = ()  # env names or globs (e.g. "*_TOKEN") never passed to tasks
+    claude_config_dir: Path | None = None  # CLAUDE_CONFIG_DIR for every child; default state/claude
+    cwd_policies: dict[str, str] = field(default_factory=dict)  # name -> folder
+    allow_outside_home: tuple[str, ...] = ()  # folders outside home a task may use (cwd, script)
+    raw: dict[str, object] = field(default_factory=dict)  # the parsed file, for later issues
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.home / "tasks"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home / "state"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.home / "prompts"
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "mdcron.db"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.state_dir / "locks"
+
+    @property
+    def claude_dir(self) -> Path:
+        return self.claude_config_dir or (self.state_dir / "claude")
+
+    def secret_names(self) -> tuple[str, ...]:
+        """Names (or globs) of environment variables that never reach a task unasked: the
+        configured ones, the Anthropic key, and every ${VAR} the config itself refers to."""
+        referenced = sorted(set(_ENV_REF.findall(repr(self.raw))))
+        return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *referenced)))
+
+
+class ConfigError(Exception):
+    """The config file cannot be used; problems says where and why."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+_KNOWN = {
+    "timezone", "max_parallel", "catchup", "log_max_bytes", "output_tail_bytes",
+    "retention_days", "kill_grace", "secret_env", "claude_config_dir", "cwd_policies",
+    "allow_outside_home",
+    # keys read by later parts (notifications, Claude); accepted here so they do not warn
+    "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
+    "max_heals_per_tick", "probation",
+}
+
+
+def load_config(home: Path) -> tuple[Config, list[Problem]]:
+    """Read home/scheduler.yaml if it exists. Errors raise ConfigError (the tick must stop
+    rather than guess); unknown keys come back as warnings."""
+    home = home.resolve()
+    path = home / CONFIG_NAME
+    if not path.exists():
+        return Config(home=home), []
+    import yaml  # only when there is a config file
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem(path, f"cannot read the config: {exc}")]) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(
+            [Problem(path, f"the YAML does not parse: {getattr(exc, 'problem', exc)}", line=line)]
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError([Problem(path, "the config must be a mapping of key: value")])
+    return _build(home, path, data)
+
+
+def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
+    values: dict[str, object] = {}
+
+    def err(key: str, message: str) -> None:
+        errors.append(Problem(path, message, key=key))
+
+    for key in data:
+        if key not in _KNOWN:
+            from difflib import get_close_matches
+
+            near = get_close_matches(str(key), sorted(_KNOWN), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            message = f"unknown key {key!r} is ignored{hint}"
+            warnings.append(Problem(path, message, key=str(key), severity="warning"))
+    if "timezone" in data:
+        tz = data["timezone"]
+        from .schedule import ScheduleError, resolve_zone
+
+        try:
+            resolve_zone(str(tz))
+            values["timezone"] = str(tz)
+        except ScheduleError as exc:
+            err("timezone", str(exc))
+    for key in ("max_parallel", "log_max_bytes", "output_tail_bytes", "retention_days"):
+        if key in data:
+            v = data[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                err(key, f"expected a whole number >= 1, got {v!r}")
+            else:
+                values[key] = v
+    for key in ("catchup", "kill_grace"):
+        if key in data:
+            try:
+                values[key] = parse_duration(data[key])
+            except DurationError as exc:
+                err(key, str(exc))
+    if "secret_env" in data:
+        v = data["secret_env"]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            err("secret_env", "expected a list of environment variable names, e.g. [GITHUB_TOKEN]")
+        else:
+            values["secret_env"] = tuple(v)
+    if "claude_config_dir" in data:
+        values["claude_config_dir"] = (home / os.path.expanduser(str(data["claude_config_dir"])))
+    if "cwd_policies" in data:
+        v = data["cwd_policies"]
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+            err("cwd_policies", "expected a mapping of policy name: folder")
+        else:
+            values["cwd_policies"] = {str(k): os.path.expanduser(x) for k, x in v.items()}
+    if "allow_outside_home" in data:
+        v = data["allow_outside_home"]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            err("allow_outside_home", "expected a list of folders, e.g. [/srv/backups]")
+        else:
+            values["allow_outside_home"] = tuple(os.path.expanduser(x) for x in v)
+    if errors:
+        raise ConfigError(errors)
+    return Config(home=home, path=path, raw=data, **values), warnings  # type: ignore[arg-type]

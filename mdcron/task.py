@@ -1,0 +1,44 @@
+"""The Task model: one validated task file, as plain values. Parsing lives in taskfile.py."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RUN_AS = ("shell", "script", "claude")
+NOTIFY_ON = ("failure", "success", "always", "never")
+DISABLED_REASONS = ("auto_suspended", "retired", "paused", "by_choice")
+
+# catchup: how late a missed fire may still run. None = the config's default.
+CATCHUP_ALWAYS = math.inf
+CATCHUP_NEVER = 0.0  # "only on time": the fire must fall within the minute of the tick
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: str
+    path: Path  # the task file, absolute
+    schedule: str  # as written in the file
+    title: str
+    run_as: str = "shell"
+    command: str | None = None
+    timezone: str | None = None  # IANA name from the file; None = the config's zone
+    timeout: float = 600.0  # seconds
+    retry: bool = False
+    enabled: bool = True
+    disabled_reason: str | None = None
+    self_heal: bool = True
+    notify_on: str = "failure"
+    notify_to: str | None = None
+    cwd: str | None = None  # an exact path, as written
+    cwd_policy: str | None = None  # a named policy from the config
+    env: dict[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()  # scheduler env vars this task may receive, by name
+    catchup: float | None = None  # seconds; CATCHUP_ALWAYS / CATCHUP_NEVER; None = default
+    tags: tuple[str, ...] = ()
+    body: str = ""
+    prompt: str | None = None  # Claude tasks: the prompt (else the body)
+    model: str | None = None  # Claude tasks: model override
+    heal_paths: tuple[str, ...] = ()  # globs self-heal may write besides the task file
+    claude_config: str | None = None  # CLAUDE_CONFIG_DIR override for this task

@@ -1,0 +1,51 @@
+"""Durations as people write them ("90s", "10m", "2h", "1d", 300) and back again."""
+
+from __future__ import annotations
+
+import math
+import re
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+class DurationError(ValueError):
+    """A duration that cannot be read; the message says what would be right."""
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from an int/float (seconds) or a string like "90s", "10m", "2h", "1d", "1w".
+
+    A bare number in a string counts as seconds. Negative, zero-length units, NaN and infinity
+    are refused: every duration here bounds something real (a timeout, a window)."""
+    if isinstance(value, bool):
+        raise DurationError(f"expected a duration like 90s, 10m or 2h, got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _DURATION.match(value)
+        if not match:
+            raise DurationError(f"expected a duration like 90s, 10m or 2h, got {value!r}")
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    else:
+        raise DurationError(f"expected a duration like 90s, 10m or 2h, got {type(value).__name__}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise DurationError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Short human form: 0.4s, 12s, 5m 3s, 2h 10m, 3d 4h."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    total = int(round(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
