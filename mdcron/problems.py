@@ -19,7 +19,8 @@ class Problem:
 
     def __str__(self) -> str:
         where = str(self.path) + (f":{self.line}" if self.line else "")
-        key = f" [{self.key}]" if self.key else ""
+        named = self.key and not self.message.startswith(f"{self.key}:")
+        key = f" [{self.key}]" if named else ""
         return f"{where}: {self.severity}{key}: {self.message}"
 
     def to_json(self) -> dict[str, object]:

@@ -1,0 +1,592 @@
+"""mdcron benchmark harness: every measurement is a fresh process, timed from spawn to exit.
+
+Run from the repo root:  .venv/bin/python bench/run.py [--runs N] [--sizes 1000,10000]
+                                                       [--shared DIR] [--quick] [--json FILE]
+See bench/README.md for what each row means and how to read the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEDULER = REPO / "scheduler.py"
+BENCH = Path(__file__).resolve().parent
+PY = sys.executable  # the tick, floor.py and naive_tick.py all run with this same interpreter
+
+# make_tasks.py writes weekday-only schedules, so a Saturday instant has nothing due.
+SATURDAY = datetime.fromisoformat("2026-11-28T12:00:00+00:00")
+NAIVE_GOAL = {1000: 7.0, 10000: 20.0}  # tick must be at least this many times faster than naive
+FLOOR_GOAL = 2.0  # tick median <= 2 x floor.py median
+RSS_GOAL_MIB = 25.0
+ONE_DUE_GOAL_MS = 150.0
+DISPATCH_GOAL_MS = 60.0
+HUNDRED_DUE_GOAL_MS = 1000.0
+LIST_GOAL_MS = 400.0
+GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specified at 1,000 tasks
+TIMEOUT_S = 600.0  # a child that runs longer than this is killed and its row marked FAILED
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+@dataclass
+class Sample:
+    wall_ms: float
+    rss_kib: int
+    rc: int
+    stdout: str
+    stderr: str
+    epoch: float  # time.time() just before spawn
+    metric_ms: float | None = None  # the row's own metric when it is not wall time (latency)
+
+
+def spawn(argv: list[str], cwd: Path) -> Sample:
+    """Run argv once; wall time from just before spawn to exit, peak RSS from wait4."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        epoch = time.time()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        timer = threading.Timer(TIMEOUT_S, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        t1 = time.perf_counter()
+        timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Sample(
+            wall_ms=(t1 - t0) * 1000.0,
+            rss_kib=usage.ru_maxrss,  # KiB on Linux
+            rc=proc.returncode,
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+            epoch=epoch,
+        )
+
+
+def failure_of(s: Sample) -> str | None:
+    if s.rc < 0:
+        return f"killed by signal {-s.rc}" + (" (timeout)" if s.wall_ms >= TIMEOUT_S * 1000 else "")
+    if s.rc != 0:
+        return f"exit {s.rc}: {first_line(s.stderr) or first_line(s.stdout)}"
+    if s.stderr.strip():
+        return f"stderr: {first_line(s.stderr)}"
+    return None
+
+
+def first_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else "")[:160]
+
+
+@dataclass
+class Row:
+    scenario: str
+    n: int | None
+    goal: str = ""
+    samples: list[Sample] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    xfloor: float | None = None
+    xnaive: float | None = None
+    verdict: str = ""
+    skipped: str = ""  # why the row was not measured
+    rss_only: bool = False  # the memory row: judged on RSS, no time columns
+
+    def values(self) -> list[float]:
+        return [s.metric_ms if s.metric_ms is not None else s.wall_ms for s in self.samples]
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values()) if self.samples else None
+
+    @property
+    def min(self) -> float | None:
+        return min(self.values()) if self.samples else None
+
+    @property
+    def rss_mib(self) -> float | None:
+        if not self.samples:
+            return None
+        return statistics.median(s.rss_kib for s in self.samples) / 1024.0
+
+    @property
+    def rss_max_mib(self) -> float | None:
+        return max(s.rss_kib for s in self.samples) / 1024.0 if self.samples else None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.failures)
+
+
+def measure(
+    row: Row,
+    runs: int,
+    argv_for: Callable[[int], list[str]],
+    cwd: Path,
+    *,
+    warmup: bool = True,
+    before: Callable[[int], None] | None = None,
+    after: Callable[[int, Sample], str | None] | None = None,
+) -> Row:
+    """Warm up once (run index 0, not counted), then `runs` timed runs (indices 1..runs).
+
+    `before(i)` prepares run i outside the timing; `after(i, sample)` checks it (returns a
+    warning) and may set sample.metric_ms. A non-zero exit or any stderr marks the row FAILED."""
+    first = 0 if warmup else 1
+    for i in range(first, runs + 1):
+        if before:
+            before(i)
+        s = spawn(argv_for(i), cwd)
+        problem = failure_of(s)
+        label = "warm-up" if i == 0 else f"run {i}/{runs}"
+        if problem:
+            row.failures.append(f"{label}: {problem}")
+            log(f"  !!! {row.scenario} N={row.n} {label} FAILED: {problem}")
+            if s.stderr.strip():
+                for line in s.stderr.strip().splitlines()[-5:]:
+                    log(f"      | {line}")
+        if after:
+            warning = after(i, s)
+            if warning and i > 0:
+                row.warnings.append(f"{label}: {warning}")
+                log(f"  ! {row.scenario} N={row.n} {label}: {warning}")
+        if i == 0:
+            continue
+        row.samples.append(s)
+        shown = s.metric_ms if s.metric_ms is not None else s.wall_ms
+        log(f"  {row.scenario} N={row.n} {label}: {shown:.1f} ms, {s.rss_kib / 1024:.1f} MiB")
+    return row
+
+
+# --------------------------------------------------------------------------- homes
+
+
+class Homes:
+    def __init__(self, root: Path, shared: Path | None):
+        self.root = root
+        self.shared = shared
+        self.generator = (
+            shared / "make_tasks.py" if shared and (shared / "make_tasks.py").exists()
+            else BENCH / "gen_tasks.py"
+        )
+
+    def make(self, name: str, n: int) -> Path:
+        home = self.root / name
+        home.mkdir()
+        if n:
+            subprocess.run([PY, str(self.generator), str(home), str(n)], check=True,
+                           stdout=subprocess.DEVNULL)
+            count = sum(1 for p in (home / "tasks").iterdir() if p.suffix == ".md")
+            if count != n:
+                raise SystemExit(f"generator wrote {count} task files into {home}, expected {n}")
+        else:
+            (home / "tasks").mkdir()
+        return home
+
+
+def write_task(home: Path, task_id: str, command: str) -> None:
+    quoted = command.replace("'", "''")
+    (home / "tasks" / f"{task_id}.md").write_text(
+        f"---\nid: {task_id}\nschedule: \"* * * * *\"\ncommand: '{quoted}'\n---\n\n"
+        f"# {task_id}\n\nDue every minute (benchmark).\n",
+        encoding="utf-8",
+    )
+
+
+def iso(dt: datetime) -> str:
+    return dt.isoformat(timespec="seconds")
+
+
+def tick_argv(home: Path, now: datetime) -> list[str]:
+    return [PY, str(SCHEDULER), "--home", str(home), "tick", "--now", iso(now)]
+
+
+def minute(i: int) -> datetime:
+    """Run i of a due scenario happens at SATURDAY + i minutes: a new slot every run."""
+    return SATURDAY + timedelta(minutes=i)
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[Row]:
+    homes = Homes(root, shared)
+    runs = args.runs
+    base_n = args.base_n
+    rows: list[Row] = []
+    floors: dict[int, Row] = {}
+    naives: dict[int, Row] = {}
+    tick_homes: dict[int, Path] = {}
+
+    log("interpreter alone")
+    rows.append(measure(Row("interpreter alone (python -c pass)", None),
+                        runs, lambda i: [PY, "-c", "pass"], root))
+
+    for n in args.sizes:
+        home = homes.make(f"idle-{n}", n)
+        tick_homes[n] = home
+        for name, script, store in (("floor.py", "floor.py", floors),
+                                    ("naive_tick.py", "naive_tick.py", naives)):
+            row = Row(name, n)
+            path = shared / script if shared else None
+            if path is None or not path.exists():
+                row.skipped = f"{script} not found (shared folder missing)"
+            else:
+                log(f"{name} N={n}")
+                # warm-up creates floor.db / naive.db, as the tick's warm-up creates its state
+                measure(row, runs, lambda i, p=path, h=home: [PY, str(p), str(h)], home)
+                store[n] = row
+            rows.append(row)
+
+        log(f"tick N={n} nothing due")
+        row = measure(Row("tick, nothing due", n), runs,
+                      lambda i, h=home: tick_argv(h, SATURDAY), home,
+                      after=lambda i, s: _no_runs(s))
+        judge_idle_tick(row, floors.get(n), naives.get(n))
+        rows.append(row)
+        mem = Row("peak RSS of that tick", n, goal=f"≤ {RSS_GOAL_MIB:g} MiB", rss_only=True,
+                  samples=row.samples, failures=row.failures)
+        rows.append(mem)
+
+    # -- one due: base_n idle tasks + one `true` every minute
+    log(f"tick N={base_n} one due")
+    home = homes.make(f"one-due-{base_n}", base_n)
+    write_task(home, "bench-due", "true")
+    row = measure(Row("tick, one due (true)", base_n, goal=f"≤ {ONE_DUE_GOAL_MS:g} ms"), runs,
+                  lambda i, h=home: tick_argv(h, minute(i)), home,
+                  after=lambda i, s: _mentions(s, ["bench-due"]))
+    if base_n in floors:
+        row.xfloor = _ratio(row.median, floors[base_n].median)
+    if base_n in naives:
+        row.xnaive = _ratio(naives[base_n].median, row.median)
+    judge_time(row, ONE_DUE_GOAL_MS, GOAL_N)
+    rows.append(row)
+
+    # -- dispatch latency: tick start -> the due task's process writes its own start time
+    log(f"dispatch latency N={base_n}")
+    home = homes.make(f"dispatch-{base_n}", base_n)
+    started = home / "started"
+    write_task(home, "bench-dispatch", f"date +%s.%N > {started}")
+
+    def clear(i: int) -> None:
+        started.unlink(missing_ok=True)
+
+    def latency(i: int, s: Sample) -> str | None:
+        try:
+            stamp = float(started.read_text().strip())
+        except (OSError, ValueError) as exc:
+            return f"the due task did not record its start ({exc})"
+        s.metric_ms = (stamp - s.epoch) * 1000.0
+        if s.metric_ms < 0:
+            return f"start stamp precedes the tick ({s.metric_ms:.1f} ms): stale file?"
+        return None
+
+    row = measure(Row("dispatch latency (tick start → task start)", base_n,
+                      goal=f"≤ {DISPATCH_GOAL_MS:g} ms"), runs,
+                  lambda i, h=home: tick_argv(h, minute(i)), home, before=clear, after=latency)
+    missing = [s for s in row.samples if s.metric_ms is None]
+    if missing:
+        row.failures.append(f"{len(missing)} run(s) without a start stamp: latency unknown")
+        row.samples = [s for s in row.samples if s.metric_ms is not None]
+    judge_time(row, DISPATCH_GOAL_MS, GOAL_N)
+    rows.append(row)
+
+    # -- 100 due in the same minute, max_parallel: 8
+    log("tick 100 due, max_parallel 8")
+    home = homes.make("hundred-due", 0)
+    (home / "scheduler.yaml").write_text("max_parallel: 8\n", encoding="utf-8")
+    ids = [f"due-{k:03d}" for k in range(100)]
+    for task_id in ids:
+        write_task(home, task_id, "true")
+    row = measure(Row("tick, 100 due (true), max_parallel 8", 100,
+                      goal=f"≤ {HUNDRED_DUE_GOAL_MS:g} ms"), runs,
+                  lambda i, h=home: tick_argv(h, minute(i)), home,
+                  after=lambda i, s: _mentions(s, ids))
+    judge_time(row, HUNDRED_DUE_GOAL_MS, 100)
+    rows.append(row)
+
+    # -- list --json over base_n tasks with state (reuse the idle home when there is one)
+    log(f"list --json N={base_n}")
+    home = tick_homes.get(base_n)
+    if home is None:
+        home = homes.make(f"list-{base_n}", base_n)
+        s = spawn(tick_argv(home, SATURDAY), home)  # creates state, as in real use
+        if failure_of(s):
+            log(f"  !!! state-creating tick for list failed: {failure_of(s)}")
+    row = measure(Row("list --json", base_n, goal=f"≤ {LIST_GOAL_MS:g} ms"), runs,
+                  lambda i, h=home: [PY, str(SCHEDULER), "--home", str(h), "list", "--json",
+                                     "--now", iso(SATURDAY)], home)
+    judge_time(row, LIST_GOAL_MS, GOAL_N)
+    rows.append(row)
+
+    for row in rows:
+        if row.rss_only:
+            judge_rss(row)
+    return rows
+
+
+def _no_runs(s: Sample) -> str | None:
+    """A nothing-due tick should print nothing about runs; flag output that suggests one ran."""
+    text = s.stdout.lower()
+    if any(word in text for word in ("success", "failed", "skipped slot")):
+        return f"expected nothing due, tick said: {first_line(s.stdout)}"
+    return None
+
+
+def _mentions(s: Sample, ids: list[str]) -> str | None:
+    missing = [t for t in ids if t not in s.stdout]
+    if missing:
+        return (f"{len(missing)} due task(s) not mentioned in tick output (did they run?), "
+                f"e.g. {missing[0]}")
+    return None
+
+
+# --------------------------------------------------------------------------- judging
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def judge_idle_tick(row: Row, floor: Row | None, naive: Row | None) -> None:
+    row.xfloor = _ratio(row.median, floor.median if floor else None)
+    row.xnaive = _ratio(naive.median if naive else None, row.median)
+    want = NAIVE_GOAL.get(row.n or 0)
+    if want is None:
+        row.goal = "(goals set for N=1000, 10000)"
+        row.verdict = "—"
+        return
+    row.goal = f"≤ {FLOOR_GOAL:g}× floor; ≥ {want:g}× naive"
+    misses = []
+    if row.xfloor is None:
+        misses.append("no floor to compare")
+    elif row.xfloor > FLOOR_GOAL:
+        misses.append(f"{row.xfloor:.1f}× floor")
+    if row.xnaive is None:
+        misses.append("no naive to compare")
+    elif row.xnaive < want:
+        misses.append(f"{row.xnaive:.2f}× naive")
+    row.verdict = "misses by " + ", ".join(misses) if misses else "meets"
+
+
+def judge_time(row: Row, goal_ms: float, goal_n: int) -> None:
+    med = row.median
+    if row.n != goal_n:
+        row.verdict = f"— (goal is for N={goal_n:,})"
+        return
+    if med is None:
+        row.verdict = "no data"
+    elif med <= goal_ms:
+        row.verdict = "meets"
+    else:
+        row.verdict = f"misses by {med - goal_ms:.0f} ms ({med / goal_ms:.1f}× goal)"
+
+
+def judge_rss(row: Row) -> None:
+    peak = row.rss_max_mib
+    if peak is None:
+        row.verdict = "no data"
+    elif peak <= RSS_GOAL_MIB:
+        row.verdict = f"meets (max {peak:.1f} MiB)"
+    else:
+        row.verdict = f"misses by {peak - RSS_GOAL_MIB:.1f} MiB (max {peak:.1f} MiB)"
+
+
+# --------------------------------------------------------------------------- output
+
+
+HEAD = ["scenario", "N", "median ms", "min ms", "RSS MiB", "× floor", "× faster than naive",
+        "goal", "verdict"]
+RIGHT = {1, 2, 3, 4, 5, 6}
+
+
+def fmt(x: float | None, spec: str) -> str:
+    return "" if x is None else format(x, spec)
+
+
+def table_rows(rows: list[Row]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        n = "" if r.n is None else f"{r.n:,}"
+        if r.skipped:
+            out.append([r.scenario, n, "", "", "", "", "", r.goal, f"SKIPPED: {r.skipped}"])
+            continue
+        verdict = r.verdict
+        if r.failed:
+            verdict = f"FAILED ({len(r.failures)} bad run(s)); " + (verdict or "")
+        if r.warnings:
+            verdict += f" [! {len(r.warnings)} warning(s)]"
+        med, mn = (None, None) if r.rss_only else (r.median, r.min)
+        out.append([
+            r.scenario, n, fmt(med, ".1f"), fmt(mn, ".1f"), fmt(r.rss_mib, ".1f"),
+            fmt(r.xfloor, ".1f"), fmt(r.xnaive, ".2f"), r.goal, verdict.strip("; "),
+        ])
+    return out
+
+
+def render(rows: list[Row]) -> str:
+    body = table_rows(rows)
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(HEAD)]
+
+    def line(cells: list[str]) -> str:
+        parts = [c.rjust(w) if i in RIGHT else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "  ".join(parts).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(HEAD), sep, *(line(b) for b in body)])
+
+
+def machine() -> dict[str, object]:
+    cpu = ""
+    try:
+        for ln in Path("/proc/cpuinfo").read_text().splitlines():
+            if ln.startswith("model name"):
+                cpu = ln.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "executable": PY,
+        "platform": platform.platform(),
+        "loadavg": os.getloadavg(),
+        "when": datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+
+
+def check_interpreter() -> str | None:
+    real = os.path.realpath(PY)
+    try:
+        with open(real, "rb") as f:
+            if f.read(2) == b"#!":
+                return f"{PY} is a script (a shim?), not an interpreter: timings include it"
+    except OSError as exc:
+        return f"cannot read {real}: {exc}"
+    return None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Benchmark mdcron: tick, dispatch and list.")
+    p.add_argument("--runs", type=int, help="timed runs per row (default 7; 3 with --quick)")
+    p.add_argument("--sizes", help="task counts for the idle rows (default 1000,10000)")
+    p.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "bench",
+                   help="folder with make_tasks.py, floor.py, naive_tick.py")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: sizes 100,300, 3 runs, fixed scenarios at N=300")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    args = p.parse_args(argv)
+    if args.runs is None:
+        args.runs = 3 if args.quick else 7
+    if args.sizes is None:
+        args.sizes = "100,300" if args.quick else "1000,10000"
+    try:
+        args.sizes = [int(x.replace("_", "")) for x in args.sizes.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--sizes must be comma-separated whole numbers, got {args.sizes!r}")
+    if args.runs < 1 or not args.sizes or min(args.sizes) < 1:
+        p.error("--runs and every size must be >= 1")
+    args.base_n = 300 if args.quick else GOAL_N
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    info = machine()
+    print(f"mdcron bench — {info['when']}")
+    print(f"machine: nproc={info['nproc']}  cpu={info['cpu'] or '?'}  "
+          f"loadavg={' '.join(f'{x:.2f}' for x in info['loadavg'])}")  # type: ignore[union-attr]
+    print(f"python {info['python']} ({info['executable']})  {info['platform']}")
+    notes: list[str] = []
+    if problem := check_interpreter():
+        notes.append(f"WARNING: {problem}")
+    shared: Path | None = args.shared.resolve()
+    if not (shared / "make_tasks.py").exists():
+        notes.append(f"NOTE: {shared} not found: tasks come from bench/gen_tasks.py "
+                     "(same files as make_tasks.py); floor.py and naive_tick.py rows skipped")
+        if not shared.is_dir():
+            shared = None
+    else:
+        notes.append(f"reference scripts: {shared}")
+    if shutil.which("date") is None:
+        notes.append("WARNING: no `date` on PATH: the dispatch-latency row will fail")
+    if args.runs < 5:
+        notes.append(f"NOTE: {args.runs} runs per row (smoke run; use >= 5 for real numbers)")
+    if args.quick:
+        notes.append(f"NOTE: --quick: sizes {args.sizes}, fixed scenarios at N={args.base_n}; "
+                     "goals are for N=1000/10000 and are not judged here")
+    print(f"runs per row: {args.runs} (median and min; one untimed warm-up per row)")
+    for note in notes:
+        print(note)
+    print(flush=True)
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mdcron-bench-") as tmp:
+        rows = run_all(args, Path(tmp), shared)
+    elapsed = time.perf_counter() - started
+
+    print(render(rows))
+    print()
+    print(f"total bench time {elapsed:.0f} s. × floor = tick median / floor.py median (same N); "
+          "× faster than naive = naive median / tick median.")
+    failed = [r for r in rows if r.failed and not r.rss_only]
+    for r in failed:
+        print(f"\n!!! FAILED: {r.scenario} N={r.n}")
+        for f in r.failures[:10]:
+            print(f"    {f}")
+    for r in rows:
+        for w in r.warnings[:5]:
+            print(f"! {r.scenario} N={r.n} {w}")
+
+    if args.json:
+        payload = {
+            "machine": info,
+            "runs": args.runs,
+            "rows": [
+                {
+                    "scenario": r.scenario, "n": r.n, "goal": r.goal, "verdict": r.verdict,
+                    "median_ms": None if r.rss_only else r.median,
+                    "min_ms": None if r.rss_only else r.min,
+                    "rss_mib_median": r.rss_mib, "rss_mib_max": r.rss_max_mib,
+                    "x_floor": r.xfloor, "x_faster_than_naive": r.xnaive,
+                    "failed": r.failed, "failures": r.failures, "warnings": r.warnings,
+                    "skipped": r.skipped or None,
+                    "samples": [
+                        {"wall_ms": s.wall_ms, "metric_ms": s.metric_ms, "rss_kib": s.rss_kib,
+                         "rc": s.rc}
+                        for s in r.samples
+                    ],
+                }
+                for r in rows
+            ],
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        print(f"results written to {args.json}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Commands: parse arguments, call one core function, print, return an exit code.
+
+Exit status: 0 fine, 1 the command found a problem, 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .clock import Clock, parse_instant, to_dt
+from .config import Config, ConfigError, load_config
+from .store import StoreError
+
+OK, PROBLEM, USAGE = 0, 1, 2
+
+
+def default_home() -> Path:
+    """$MDCRON_HOME, else the folder holding scheduler.py (the package's parent)."""
+    env = os.environ.get("MDCRON_HOME")
+    return Path(env) if env else Path(__file__).resolve().parent.parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", type=Path, default=argparse.SUPPRESS,
+                        help="folder with tasks/, logs/, state/ (env MDCRON_HOME)")
+    p = argparse.ArgumentParser(prog="scheduler.py", parents=[common],
+                                description="mdcron: a cron scheduler driven by Markdown files.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+
+    def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help, description=help)
+
+    c = cmd("tick", "one pass: run every task that is due now")
+    c.add_argument("--now", help="evaluate as if it were this ISO-8601 instant")
+    c.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    c = cmd("run", "run a task now, regardless of its schedule")
+    c.add_argument("id")
+    c = cmd("list", "tasks with schedule, state, last and next run")
+    c.add_argument("--tag")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--now", help=argparse.SUPPRESS)
+    c = cmd("history", "the most recent runs")
+    c.add_argument("-n", type=int, default=20)
+    c.add_argument("--task")
+    c.add_argument("--json", action="store_true")
+    c = cmd("next", "the next fire times of a task or a cron expression")
+    c.add_argument("target", help="a task id or a quoted schedule like '0 6 * * 1-5'")
+    c.add_argument("-n", type=int, default=5)
+    c.add_argument("--after", help="ISO-8601 instant to start from (default: now)")
+    c.add_argument("--tz", help="IANA zone for an expression (default: the config's)")
+    c.add_argument("--json", action="store_true")
+    c = cmd("validate", "check every task file and the config (exit 1 on any error)")
+    c.add_argument("--json", action="store_true")
+    c = cmd("why", "explain whether a task is due at an instant, and why")
+    c.add_argument("id")
+    c.add_argument("--at", help="ISO-8601 instant (default: now)")
+    c = cmd("show", "a task's settings, state and recent runs")
+    c.add_argument("id")
+    c.add_argument("--json", action="store_true")
+    c = cmd("logs", "print the output log of a task's latest run (or run N)")
+    c.add_argument("id")
+    c.add_argument("--run", type=int, help="run id (see history)")
+    c = cmd("enable", "enable a task (edits its file)")
+    c.add_argument("id")
+    c = cmd("disable", "disable a task (edits its file)")
+    c.add_argument("id")
+    c.add_argument("--reason", default="by_choice",
+                   choices=["by_choice", "paused", "retired", "auto_suspended"])
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    home = Path(getattr(args, "home", None) or default_home()).resolve()
+    from . import commands
+
+    handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
+    try:
+        config, warnings = load_config(home)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"mdcron: {problem}", file=sys.stderr)
+        print("mdcron: fix the config file; nothing was run.", file=sys.stderr)
+        return USAGE
+    if args.command == "validate":
+        return handler(config, args, warnings)
+    try:
+        return handler(config, args)
+    except StoreError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return USAGE
+    except UsageError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return USAGE
+
+
+class UsageError(Exception):
+    """A command-line value that cannot be used; the message says which and why."""
+
+
+def clock_from(value: str | None) -> Clock:
+    """The real clock, read once here, unless an instant is given (--now / --at)."""
+    if not value:
+        return Clock.real()
+    try:
+        return Clock(parse_instant(value))
+    except ValueError as exc:
+        raise UsageError(f"not an ISO-8601 instant: {value!r} ({exc})") from exc
+
+
+__all__ = ["main", "Config", "to_dt"]

@@ -1,0 +1,305 @@
+"""One function per command: call the core, print the result, return the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
+from .clock import parse_instant, to_dt
+from .config import Config
+from .problems import Problem
+from .store import Store
+from .units import format_duration
+
+
+def cmd_tick(config: Config, args: argparse.Namespace) -> int:
+    from .tick import describe_result, run_tick
+
+    clock = clock_from(args.now)
+    report = run_tick(config, clock, dry_run=args.dry_run, say=lambda line: print(line, flush=True))
+    for problem in report.problems if report.problems_changed else ():
+        if problem.severity == "error":
+            print(f"mdcron: {problem} (task skipped)", file=sys.stderr)
+    if report.duplicates:
+        for task_id, paths in report.duplicates.items():
+            files = " and ".join(str(p) for p in paths)
+            print(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
+                  " renamed", file=sys.stderr)
+        return report.exit_code
+    for r in report.recovered:
+        print(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
+    when = to_dt(report.now).isoformat(timespec="seconds")
+    if args.dry_run:
+        for p in report.planned:
+            verb = "would run" if p.action == "run" else "would skip"
+            print(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
+        if not report.planned:
+            print(f"{when}: nothing due among {report.tasks} task(s)")
+        return OK
+    for p in report.planned:
+        if p.action == "skip":
+            print(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
+    for task_id in report.lost_claims:
+        print(f"{task_id}: due, but another tick claimed this slot first")
+    for task, _run_id, result in report.results:
+        if result.outcome.value == "skipped":
+            print(describe_result(task, result))
+    return report.exit_code
+
+
+def _load_task(config: Config, task_id: str):
+    from .taskfile import load_tasks
+
+    tasks, problems = load_tasks(config)
+    for t in tasks:
+        if t.id == task_id:
+            return t
+    bad = [p for p in problems if p.severity == "error" and p.path.stem == task_id]
+    if bad:
+        raise UsageError(f"task {task_id!r} has errors: " + "; ".join(str(p) for p in bad))
+    raise UsageError(f"no task with id {task_id!r} in {config.tasks_dir} (see `list`)")
+
+
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from .execute import RunContext, current_owner, run_manual
+    from .tick import describe_result
+
+    task = _load_task(config, args.id)
+    clock = clock_from(None)
+    ctx = RunContext(config, clock, current_owner(), dict(os.environ))
+    with Store(config.db_path) as store:
+        run_id, result = run_manual(ctx, store, task)
+    print(f"run {run_id}: " + describe_result(task, result))
+    if result.log_path:
+        print(f"log: {result.log_path}")
+    return OK if result.ok else PROBLEM
+
+
+def cmd_list(config: Config, args: argparse.Namespace) -> int:
+    from .queries import list_rows, load_all
+    from .render import print_json, short_time, status_style, table
+
+    now = clock_from(args.now).now()
+    loaded = load_all(config)
+    rows = list_rows(config, loaded, now, args.tag)
+    if args.json:
+        print_json(rows)
+        return OK
+    if not rows:
+        print(f"no task files in {config.tasks_dir}")
+        return OK
+    table(
+        f"{len(rows)} task(s) in {config.tasks_dir}",
+        ["id", "title", "schedule", "enabled", "last run", "status", "next run", "fails"],
+        [
+            (
+                r["id"],
+                r["title"] if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
+                f"{r['schedule']} ({r['timezone']})" if r["valid"] else "",
+                ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
+                if r["valid"] else "",
+                short_time(r["last_run"]),
+                status_style(r["last_status"]) if r["last_status"] else "—",
+                short_time(r["next_run"]),
+                r["consecutive_failures"] or "",
+            )
+            for r in rows
+        ],
+    )
+    return OK
+
+
+def _history_json(row: dict) -> dict:
+    from .queries import iso
+
+    out = {k: v for k, v in row.items() if k not in ("owner_pid", "owner_start", "owner_boot")}
+    for key in ("scheduled_for", "started_at", "finished_at"):
+        out[key] = iso(row[key])  # type: ignore[arg-type]
+    out["run_id"] = row["id"]
+    return out
+
+
+def cmd_history(config: Config, args: argparse.Namespace) -> int:
+    from .render import print_json, short_time, status_style, table
+
+    rows: list[dict] = []
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            rows = store.history(args.n, args.task)
+    if args.json:
+        print_json([_history_json(r) for r in rows])
+        return OK
+    if not rows:
+        print("no runs recorded yet")
+        return OK
+    table(
+        "recent runs, newest first",
+        ["run", "task", "slot", "trigger", "attempt", "kind", "started", "took", "status",
+         "exit", "error"],
+        [
+            (
+                r["id"], r["task_id"], short_time(r["scheduled_for"]), r["trigger"], r["attempt"],
+                r["kind"], short_time(r["started_at"]),
+                format_duration(r["duration_ms"] / 1000) if r["duration_ms"] is not None else "",
+                status_style(r["status"]), r["exit_code"], r["error"] or "",
+            )
+            for r in rows
+        ],
+    )
+    return OK
+
+
+def cmd_next(config: Config, args: argparse.Namespace) -> int:
+    from .render import print_json
+    from .schedule import ScheduleError, parse_schedule, resolve_zone
+    from .taskfile import load_tasks
+
+    tasks, _ = load_tasks(config)
+    task = next((t for t in tasks if t.id == args.target), None)
+    try:
+        zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
+        expression = task.schedule if task else args.target
+        schedule = parse_schedule(expression, zone)
+        after = parse_instant(args.after, zone) if args.after else clock_from(None).now_dt()
+    except (ScheduleError, ValueError) as exc:
+        message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
+        raise UsageError(message) from exc
+    fires = []
+    t = after
+    for _ in range(max(0, args.n)):
+        nxt = schedule.next_after(t)
+        if nxt is None:
+            break
+        fires.append(nxt.astimezone(zone))
+        t = nxt
+    if args.json:
+        print_json([f.isoformat() for f in fires])
+    else:
+        for f in fires:
+            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)"))
+        if not fires:
+            print("no further fire times")
+    return OK
+
+
+def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Problem]) -> int:
+    from .environment import bypasses_claude_isolation
+    from .render import print_json
+    from .taskfile import find_duplicate_ids, load_tasks
+
+    tasks, problems = load_tasks(config)
+    problems = list(warnings) + problems
+    for task_id, paths in find_duplicate_ids(tasks).items():
+        for path in paths:
+            others = ", ".join(str(p) for p in paths if p != path)
+            problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
+                                    " tick refuses to run anything until one is renamed", key="id"))
+    for task in tasks:
+        if task.command and (warning := bypasses_claude_isolation(task.command)):
+            problems.append(Problem(task.path, warning, key="command", severity="warning"))
+    errors = [p for p in problems if p.severity == "error"]
+    if args.json:
+        print_json({"tasks": len(tasks), "errors": len(errors),
+                    "problems": [p.to_json() for p in problems]})
+    else:
+        for p in problems:
+            print(p, file=sys.stderr if p.severity == "error" else sys.stdout)
+        print(f"{len(tasks)} valid task(s), {len(errors)} error(s),"
+              f" {len(problems) - len(errors)} warning(s)")
+    return PROBLEM if errors else OK
+
+
+def cmd_why(config: Config, args: argparse.Namespace) -> int:
+    from .queries import explain
+
+    task = _load_task(config, args.id)
+    at = clock_from(args.at).now()
+    state = None
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            state = store.task_states().get(task.id)
+    for line in explain(config, task, state, at):
+        print(line)
+    return OK
+
+
+def cmd_show(config: Config, args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .render import print_json, short_time, status_style, table
+
+    task = _load_task(config, args.id)
+    runs: list[dict] = []
+    state = None
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            runs = store.history(10, task.id)
+            state = store.task_states().get(task.id)
+    fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
+    if args.json:
+        print_json({"task": fields, "state": asdict(state) if state else None,
+                    "runs": [_history_json(r) for r in runs]})
+        return OK
+    for key, value in fields.items():
+        if value not in (None, "", (), [], {}):
+            print(f"{key:16} {value}")
+    if state:
+        print(f"{'failures':16} {state.consecutive_failures} in a row")
+    if runs:
+        table(None, ["run", "slot", "attempt", "kind", "status", "error"],
+              [(r["id"], short_time(r["scheduled_for"]), r["attempt"], r["kind"],
+                status_style(r["status"]), r["error"] or "") for r in runs])
+    return OK
+
+
+def cmd_logs(config: Config, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    row = None
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            if args.run is not None:
+                row = store.run(args.run)
+                if row and row["task_id"] != args.id:
+                    row = None
+            else:
+                row = next((r for r in store.history(50, args.id) if r["log_path"]), None)
+    if row is None or not row.get("log_path"):
+        print(f"mdcron: no log recorded for {args.id}" + (f" run {args.run}" if args.run else ""),
+              file=sys.stderr)
+        return PROBLEM
+    path = Path(str(row["log_path"]))
+    if not path.exists():
+        print(f"mdcron: the log {path} is gone (retention?); its last lines were:",
+              file=sys.stderr)
+        print(row.get("output_tail") or "")
+        return PROBLEM
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(65536), b""):
+            sys.stdout.buffer.write(chunk)
+    return OK
+
+
+def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None) -> int:
+    from .frontmatter_edit import edit_task_file
+
+    task = _load_task(config, task_id)
+    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
+    with Store(config.db_path) as store:
+        store.set_enabled(task.id, enabled, clock_from(None).now())
+    state = "enabled" if enabled else f"disabled ({reason})"
+    print(f"{task.id}: {state} in {task.path}")
+    return OK
+
+
+def cmd_enable(config: Config, args: argparse.Namespace) -> int:
+    return _set_enabled(config, args.id, True, None)
+
+
+def cmd_disable(config: Config, args: argparse.Namespace) -> int:
+    return _set_enabled(config, args.id, False, args.reason)
+
+
+__all__ = ["USAGE"]

@@ -1,0 +1,350 @@
+"""Byte-preserving edits of hand-written task files.
+
+People write task files; the scheduler sometimes has to change a key or two (`enabled`,
+`disabled_reason`). `set_keys` touches only the lines of those keys and keeps every other byte:
+comments, blank lines, key order, quoting, line endings and the body. `edit_task_file` checks
+that the result still parses to what was intended and replaces the file atomically.
+
+The layout rules (shared with taskfile.py, which reads the same files):
+- the first line is `---` (an optional UTF-8 byte-order mark before it, trailing blanks allowed);
+- the frontmatter ends at the next line that is exactly `---` (trailing blanks allowed);
+- a top-level key is a line that starts in column 0 with `key:` (the key may be quoted); the
+  lines after it up to the next top-level key belong to its value, except trailing blank lines
+  and column-0 comments, which stay where they are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+DELIMITER = "---"
+_KEY_LINE = re.compile(
+    r"""(?P<key>"(?:[^"\\\r\n]|\\.)*"|'(?:[^'\r\n]|'')*'|[^\s#'"\[\]{}&*!|>%@`,?:-][^:#\r\n]*?)"""
+    r"""(?P<colon>[ \t]*:)(?=[ \t]|\r?\n|$)"""
+)
+_NEW_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class EditError(ValueError):
+    """The edit cannot be made safely; the file is left as it was."""
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split on "\\n" only (a "\\r\\n" ending stays on its line)."""
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _is_delimiter(line: str) -> bool:
+    return line.rstrip(" \t\r\n") == DELIMITER
+
+
+def find_frontmatter(lines: list[str]) -> tuple[int, int]:
+    """Indexes of the opening and closing `---` lines. EditError says what is missing."""
+    if not lines or not _is_delimiter(lines[0].lstrip("\ufeff")):
+        first = next((i for i, line in enumerate(lines) if line.strip()), None)
+        if first is not None and first > 0 and _is_delimiter(lines[first]):
+            raise EditError(
+                f"the frontmatter must start on line 1; remove the {first} blank line(s) "
+                "before the opening '---'"
+            )
+        raise EditError(
+            "no frontmatter: a task file starts with a line '---', then key: value lines "
+            "(id, schedule, ...), then a closing '---'"
+        )
+    for index in range(1, len(lines)):
+        if _is_delimiter(lines[index]):
+            return 0, index
+    raise EditError(
+        "the frontmatter opened by '---' on line 1 is never closed; add a line '---' after "
+        "the last key"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLine:
+    """One top-level key of the frontmatter and the lines its value spans."""
+
+    key: str  # unquoted
+    start: int  # index of the key's line
+    end: int  # index after its last continuation line
+    head: str  # the key as written plus the colon, e.g. `enabled:` or `"enabled" :`
+
+
+def _unquote(key: str) -> str:
+    if len(key) >= 2 and key[0] == key[-1] == '"':
+        return key[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    if len(key) >= 2 and key[0] == key[-1] == "'":
+        return key[1:-1].replace("''", "'")
+    return key
+
+
+def key_lines(lines: list[str], start: int, stop: int) -> list[KeyLine]:
+    """The top-level keys between lines[start] and lines[stop] (exclusive), in file order."""
+    heads: list[tuple[int, str, str]] = []
+    for index in range(start, stop):
+        match = _KEY_LINE.match(lines[index])
+        if match:
+            heads.append((index, _unquote(match["key"]), match["key"] + match["colon"]))
+    result = []
+    for n, (index, key, head) in enumerate(heads):
+        end = heads[n + 1][0] if n + 1 < len(heads) else stop
+        while end - 1 > index and (
+            not lines[end - 1].strip() or lines[end - 1].startswith("#")
+        ):
+            end -= 1  # trailing blank lines and column-0 comments are not the value's
+        result.append(KeyLine(key, index, end, head))
+    return result
+
+
+def _comment_start(rest: str) -> int:
+    """Index of a `#` comment in the text after a key's colon, or len(rest); quote-aware."""
+    quote = ""
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if quote == '"':
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quote = ""
+        elif quote == "'":
+            if ch == "'" and rest[i + 1 : i + 2] == "'":
+                i += 1  # '' is an escaped quote
+            elif ch == "'":
+                quote = ""
+        elif ch in "\"'" and (i == 0 or rest[i - 1] in " \t[{,"):
+            quote = ch
+        elif ch == "#" and (i == 0 or rest[i - 1] in " \t"):
+            return i
+        i += 1
+    return len(rest)
+
+
+def _ending(line: str) -> str:
+    if line.endswith("\r\n"):
+        return "\r\n"
+    return "\n" if line.endswith("\n") else ""
+
+
+def render_value(value: object) -> str:
+    """A value as a one-line YAML scalar or flow collection that reads back as the same value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value:
+            return ".nan"
+        if value in (float("inf"), float("-inf")):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _render_str(value, flow=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_render_item(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        items = (f"{_render_item(k)}: {_render_item(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    raise EditError(f"cannot write a {type(value).__name__} into a task file")
+
+
+def _render_item(value: object) -> str:
+    if isinstance(value, str):
+        return _render_str(value, flow=True)
+    if value is None:
+        return "null"
+    return render_value(value)
+
+
+def _render_str(value: str, *, flow: bool) -> str:
+    import yaml
+
+    plain_ok = (
+        value
+        and value == value.strip()
+        and value.isprintable()
+        and not (flow and any(ch in value for ch in ",[]{}"))
+    )
+    if plain_ok:
+        try:
+            if yaml.safe_load(f"k: {value}\n") == {"k": value}:
+                return value
+        except yaml.YAMLError:
+            pass
+    text = yaml.safe_dump(value, default_style='"', allow_unicode=True, width=float("inf"))
+    return text.rstrip("\n")
+
+
+def set_keys(text: str, updates: Mapping[str, object | None]) -> str:
+    """Change only the given top-level frontmatter keys of `text`; every other byte stays.
+
+    An existing key keeps its spelling, spacing, trailing comment and line ending; only its value
+    changes (a multi-line value is replaced with its continuation lines). None removes the key's
+    lines. A missing key is added as `key: value` just before the closing `---`."""
+    lines = split_lines(text)
+    opening, closing = find_frontmatter(lines)
+    keys = key_lines(lines, opening + 1, closing)
+    by_name: dict[str, list[KeyLine]] = {}
+    for k in keys:
+        by_name.setdefault(k.key, []).append(k)
+    replace: dict[int, tuple[int, list[str]]] = {}  # start -> (end, new lines)
+    appended: list[str] = []
+    eol = _ending(lines[closing - 1]) if closing > opening + 1 else _ending(lines[opening])
+    for name, value in updates.items():
+        found = by_name.get(name, [])
+        if len(found) > 1:
+            where = ", ".join(str(k.start + 1) for k in found)
+            raise EditError(f"key {name!r} appears more than once (lines {where}); keep one")
+        if not found:
+            if value is None:
+                continue
+            if not _NEW_KEY.fullmatch(name):
+                raise EditError(f"cannot add a key named {name!r}")
+            appended.append(f"{name}: {render_value(value)}{eol or chr(10)}")
+            continue
+        k = found[0]
+        if value is None:
+            replace[k.start] = (k.end, [])
+            continue
+        line = lines[k.start]
+        line_eol = _ending(line)
+        rest = line[len(k.head) : len(line) - len(line_eol)]
+        after = rest[: len(rest) - len(rest.lstrip(" \t"))]
+        remainder = rest[len(after) :]
+        cut = _comment_start(remainder)
+        old_value = remainder[:cut].rstrip(" \t")
+        gap = remainder[len(old_value) : cut]
+        comment = remainder[cut:]
+        if comment and not old_value:
+            after, gap = " ", after or " "
+        new = k.head + (after or " ") + render_value(value) + (gap + comment if comment else "")
+        replace[k.start] = (k.end, [new + line_eol])
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        if index == closing:
+            out.extend(appended)
+        if index in replace:
+            end, new_lines = replace[index]
+            out.extend(new_lines)
+            index = end
+            continue
+        out.append(lines[index])
+        index += 1
+    return "".join(out)
+
+
+def frontmatter_text(text: str) -> tuple[str, int]:
+    """The YAML between the delimiters and the 1-based file line of its first line."""
+    lines = split_lines(text)
+    opening, closing = find_frontmatter(lines)
+    return "".join(lines[opening + 1 : closing]), opening + 2
+
+
+def _load_mapping(text: str) -> dict:
+    import frontmatter  # the YAML handler (CSafeLoader) of python-frontmatter
+
+    yaml_text, _ = frontmatter_text(text)
+    try:
+        data = frontmatter.YAMLHandler().load(yaml_text)
+    except Exception as exc:  # YAMLError, and ValueError for absurd ints
+        raise EditError(f"the frontmatter does not parse: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise EditError("the frontmatter is not a mapping of key: value")
+    return data
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` (UTF-8, line endings as given) so a crash leaves either the old
+    or the new file: temp file in the same folder, fsync, rename, fsync the folder. A symlink is
+    followed (the target is replaced, the link stays); the file's mode and owner are kept."""
+    target = Path(os.path.realpath(path))
+    folder = target.parent
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+            if old is not None:
+                os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode))
+                if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                    try:
+                        os.fchown(handle.fileno(), old.st_uid, old.st_gid)
+                    except PermissionError:
+                        pass
+            else:
+                os.fchmod(handle.fileno(), 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def edit_task_file(
+    path: Path, updates: Mapping[str, object | None], *, expected: str | None = None
+) -> str:
+    """Apply `updates` to the task file at `path` and return the new text.
+
+    The file's current content is always the base: when it differs from `expected` (the text the
+    caller read earlier), a person edited it since, and their edit wins; our keys go on top. The
+    result must parse to the old mapping plus `updates`, else EditError and the file is untouched.
+    If the file changes between our read and our write, the edit is redone on the newer text."""
+    del expected  # the current file is the base either way; see the docstring
+    for _attempt in range(3):
+        raw = Path(path).read_bytes()
+        try:
+            current = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EditError(f"{path} is not UTF-8 text; not editing it") from exc
+        before = _load_mapping(current)
+        new = set_keys(current, updates)
+        wanted = dict(before)
+        for key, value in updates.items():
+            if value is None:
+                wanted.pop(key, None)
+            else:
+                wanted[key] = list(value) if isinstance(value, tuple) else value
+        try:
+            after = _load_mapping(new)
+        except EditError as exc:
+            raise EditError(f"the edit would break {path}: {exc}") from exc
+        if after != wanted:
+            changed = sorted(k for k in set(after) | set(wanted) if after.get(k) != wanted.get(k))
+            raise EditError(f"the edit of {path} would not read back as intended (keys {changed})")
+        if new == current:
+            return current
+        if Path(path).read_bytes() != raw:
+            continue  # edited meanwhile: start again from the newer text
+        write_atomic(Path(path), new)
+        return new
+    raise EditError(f"{path} keeps changing while we edit it; try again")

@@ -1,0 +1,143 @@
+"""Read-only views of tasks and state for the commands: list rows, `why` explanations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from .clock import to_dt
+from .config import Config
+from .locks import holder_alive, lock_path, read_info
+from .problems import Problem
+from .store import Store, TaskState
+from .task import Task
+from .units import format_duration
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    tasks: list[Task]
+    problems: list[Problem]
+    states: dict[str, TaskState]
+    last_runs: dict[str, dict[str, object]]
+
+
+def load_all(config: Config) -> Loaded:
+    from .taskfile import load_tasks
+
+    tasks, problems = load_tasks(config)
+    states: dict[str, TaskState] = {}
+    last: dict[str, dict[str, object]] = {}
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            states, last = store.task_states(), store.last_runs()
+    return Loaded(tasks, problems, states, last)
+
+
+def zone_name(task: Task, config: Config) -> str:
+    from .schedule import resolve_zone
+
+    return task.timezone or config.timezone or str(resolve_zone(None))
+
+
+def next_fire(task: Task, config: Config, now: float) -> datetime | None:
+    from .tick import schedule_of
+
+    if not task.enabled:
+        return None
+    return schedule_of(task, config).next_after(to_dt(now))
+
+
+def iso(ts: float | None) -> str | None:
+    return to_dt(ts).isoformat() if ts is not None else None
+
+
+def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
+    rows: list[dict] = []
+    for task in loaded.tasks:
+        if tag and tag not in task.tags:
+            continue
+        last = loaded.last_runs.get(task.id) or {}
+        state = loaded.states.get(task.id)
+        nxt = next_fire(task, config, now)
+        rows.append({
+            "id": task.id,
+            "title": task.title,
+            "schedule": task.schedule,
+            "timezone": zone_name(task, config),
+            "enabled": task.enabled,
+            "disabled_reason": task.disabled_reason,
+            "last_run": iso(last.get("started_at")),  # type: ignore[arg-type]
+            "last_status": last.get("status"),
+            "next_run": nxt.isoformat() if nxt else None,
+            "consecutive_failures": state.consecutive_failures if state else 0,
+            "tags": list(task.tags),
+            "file": str(task.path),
+            "valid": True,
+            "problem": None,
+        })
+    if tag is None:
+        invalid = {p.path for p in loaded.problems if p.severity == "error"}
+        for path in sorted(invalid):
+            first = next(p for p in loaded.problems if p.path == path and p.severity == "error")
+            rows.append({
+                "id": path.stem, "title": None, "schedule": None, "timezone": None,
+                "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
+                "next_run": None, "consecutive_failures": 0, "tags": [], "file": str(path),
+                "valid": False, "problem": str(first),
+            })
+    return rows
+
+
+def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
+    """`why`: the decision for this instant, in plain words, with what it rests on."""
+    from .schedule import decide, fires_between
+    from .tick import _as_observed, schedule_of
+
+    sched = schedule_of(task, config)
+    zone = sched.zone
+    at_dt = to_dt(at)
+
+    def local(dt: datetime | None) -> str:
+        return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z") if dt else "never"
+
+    where = zone_name(task, config)
+    lines = [f"{task.id} ({task.path.name}): schedule {task.schedule!r} in {where}"]
+    lines.append(f"asked about {local(at_dt)}")
+    if not task.enabled:
+        reason = f" ({task.disabled_reason})" if task.disabled_reason else ""
+        lines.append(f"not due: the task is disabled{reason}; `enable {task.id}` turns it on")
+        return lines
+    state = _as_observed([task], {task.id: state} if state else {}, at)[task.id]
+    last = to_dt(state.last_slot) if state.last_slot is not None else None
+    not_before = to_dt(state.not_before)
+    lines.append(f"last claimed slot: {local(last)}")
+    lines.append(f"first seen / enabled at: {local(not_before)}")
+    since = last or not_before
+    fires = fires_between(sched, min(since, at_dt), at_dt, limit=10)
+    if fires:
+        lines.append("fire times since then: " + ", ".join(local(f) for f in fires))
+    else:
+        lines.append("no fire time between then and now")
+    catchup = task.catchup if task.catchup is not None else config.catchup
+    decision = decide(sched, now=at_dt, last_slot=last, not_before=not_before, catchup=catchup)
+    verdict = {"run": "due: runs", "skip": "skipped", "wait": "not due"}[decision.action]
+    lines.append(f"decision: {verdict} — {decision.reason}")
+    if decision.action == "run" and decision.missed:
+        lines.append(f"({decision.missed} earlier missed fire(s) coalesce into this one run)")
+    info = read_info(lock_path(config.locks_dir, task.id))
+    if holder_alive(info) and info is not None:
+        held = format_duration(max(0.0, at - info.started_at))
+        lines.append(f"locked: a run started {held} ago is still going; a new slot is skipped")
+    lines.append(f"next fire: {local(decision.next_fire)}")
+    return lines
+
+
+def find_task(tasks: list[Task], task_id: str) -> Task | None:
+    return next((t for t in tasks if t.id == task_id), None)
+
+
+def task_file_for(loaded: Loaded, task_id: str) -> Path | None:
+    task = find_task(loaded.tasks, task_id)
+    return task.path if task else None

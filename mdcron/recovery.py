@@ -1,0 +1,57 @@
+"""Runs left behind: rows still marked `running` whose tick died, and stale locks.
+
+A row is crashed when the tick that owned it is gone *and* the task's lock is free (no orphaned
+task process is still running). A lock whose live holder is past its deadline + 60 s is stale: its
+process group is killed and the run recorded as a timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Config
+from .locks import TaskLock, is_stale, kill_holder, lock_path, process_matches, read_info
+from .outcome import Outcome
+from .store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    task_id: str
+    run_id: int
+    status: Outcome
+    reason: str
+
+
+def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Recovered]:
+    found: list[Recovered] = []
+    for row in store.running_rows():
+        task_id, run_id = str(row["task_id"]), int(row["id"])  # type: ignore[arg-type]
+        if row["owner_pid"] == own_pid:
+            continue
+        path = lock_path(config.locks_dir, task_id)
+        owner_alive = process_matches(
+            row["owner_pid"], row["owner_start"], row["owner_boot"]  # type: ignore[arg-type]
+        )
+        info = read_info(path)
+        if info is not None and info.run_id == run_id and is_stale(info, now):
+            done = kill_holder(info, config.kill_grace)
+            reason = (
+                f"still running past its deadline + 60 s; {', '.join(done) or 'holder gone'}"
+                " (stale lock)"
+            )
+            if store.end_running(run_id, Outcome.TIMEOUT, reason, now):
+                found.append(Recovered(task_id, run_id, Outcome.TIMEOUT, reason))
+            continue
+        if owner_alive:
+            continue  # its tick is still working on it (or between claim and lock)
+        lock = TaskLock(path)
+        if not lock.try_acquire():
+            continue  # the task outlived its tick and is still within its time
+        try:
+            reason = f"the tick running it (pid {row['owner_pid']}) died before it finished"
+            if store.end_running(run_id, Outcome.CRASHED, reason, now):
+                found.append(Recovered(task_id, run_id, Outcome.CRASHED, reason))
+        finally:
+            lock.release()
+    return found

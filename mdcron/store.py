@@ -1,0 +1,481 @@
+"""SQLite state: runs (one row per attempt), per-task state, and small facts about ticks.
+
+Times are stored as Unix seconds (REAL); conversion to aware datetimes happens at the edges.
+Connections are short-lived and autocommit; every write is one `BEGIN IMMEDIATE` transaction, so
+no write transaction is ever held while a task runs. Exactly-once per (task, slot) rests on a
+partial unique index: the scheduled first attempt of a slot can be inserted once, by one tick.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .clock import minute_floor
+from .outcome import Outcome, RunResult
+
+SCHEMA_VERSION = 2
+
+# Each entry migrates from version i to i+1. Append, never edit a shipped step.
+_MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        scheduled_for REAL NOT NULL,      -- the slot; for manual runs the moment it was asked
+        trigger TEXT NOT NULL,            -- schedule | manual
+        attempt INTEGER NOT NULL DEFAULT 1,
+        kind TEXT NOT NULL DEFAULT 'run', -- run | retry | heal
+        status TEXT NOT NULL,   -- running success failed timeout skipped crashed
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        duration_ms INTEGER,
+        exit_code INTEGER,
+        error TEXT,
+        output_tail TEXT,
+        log_path TEXT,
+        owner_pid INTEGER,                -- the tick that claimed the row, to tell a crash
+        owner_start INTEGER,
+        owner_boot TEXT,
+        task_file TEXT,
+        extra TEXT                        -- JSON: tokens, diagnosis, ...
+    );
+    CREATE UNIQUE INDEX runs_one_per_slot ON runs(task_id, scheduled_for)
+        WHERE trigger = 'schedule' AND attempt = 1;
+    CREATE INDEX runs_by_task ON runs(task_id, id);
+    CREATE INDEX runs_running ON runs(status) WHERE status = 'running';
+    CREATE INDEX runs_by_start ON runs(started_at);
+    CREATE TABLE task_state (
+        task_id TEXT PRIMARY KEY,
+        first_seen REAL NOT NULL,
+        not_before REAL NOT NULL,   -- earlier fires never run (first seen, re-enabled)
+        last_slot REAL,                    -- the latest slot claimed (run or skipped)
+        enabled INTEGER NOT NULL DEFAULT 1,
+        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+        path TEXT
+    );
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+    """,
+    # 2: notifications (outbox, collapsing), incidents, Claude heals and comments.
+    """
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY,
+        created_at REAL NOT NULL,
+        destination TEXT NOT NULL,        -- a destination key from the config
+        task_id TEXT,
+        kind TEXT NOT NULL,               -- failure success recovered suspended timeout ...
+        forced INTEGER NOT NULL DEFAULT 0,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',  -- pending held sent dead
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL,
+        last_error TEXT,
+        sent_at REAL
+    );
+    CREATE INDEX outbox_open ON outbox(status) WHERE status IN ('pending', 'held');
+    CREATE TABLE alert_windows (
+        task_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        window_start REAL NOT NULL,
+        suppressed INTEGER NOT NULL DEFAULT 0,   -- alerts collapsed since window_start
+        PRIMARY KEY (task_id, kind)
+    );
+    CREATE TABLE incidents (
+        id INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL,            -- '*' for scheduler-level incidents
+        kind TEXT NOT NULL,               -- suspended timeout crashed_tick duplicate_id ...
+        status TEXT NOT NULL DEFAULT 'open',
+        opened_at REAL NOT NULL,
+        last_seen REAL NOT NULL,
+        count INTEGER NOT NULL DEFAULT 1,
+        last_error TEXT,
+        output_tail TEXT,
+        resolved_at REAL,
+        resolution TEXT
+    );
+    CREATE UNIQUE INDEX incidents_one_open ON incidents(task_id, kind) WHERE status = 'open';
+    CREATE TABLE heals (
+        id INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        run_id INTEGER,
+        attempt INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        diagnosis TEXT,
+        diff TEXT,
+        backup_dir TEXT,
+        outcome TEXT
+    );
+    CREATE INDEX heals_by_task ON heals(task_id, id);
+    CREATE TABLE comments (
+        id INTEGER PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        author TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        read_at REAL,
+        reply TEXT,
+        action TEXT
+    );
+    CREATE INDEX comments_unread ON comments(task_id) WHERE read_at IS NULL;
+    ALTER TABLE task_state ADD COLUMN alerted INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE task_state ADD COLUMN probation_until REAL;
+    """,
+]
+
+RUN_COLUMNS = (
+    "id", "task_id", "scheduled_for", "trigger", "attempt", "kind", "status", "started_at",
+    "finished_at", "duration_ms", "exit_code", "error", "output_tail", "log_path", "owner_pid",
+    "owner_start", "owner_boot", "task_file", "extra",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    task_id: str
+    first_seen: float
+    not_before: float
+    last_slot: float | None
+    enabled: bool
+    consecutive_failures: int
+    path: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The process that claims a run row; a row whose owner is gone and whose lock is free
+    was left behind by a crash."""
+
+    pid: int
+    start: int | None
+    boot: str | None
+
+
+class StoreError(Exception):
+    """The state database cannot be used (missing folder rights, corrupt file, ...)."""
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    # -- connection -------------------------------------------------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = _open(self.path)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Store:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction (BEGIN IMMEDIATE takes the write lock up front, so two
+        ticks never deadlock upgrading a read lock)."""
+        db = self.connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # -- task state -------------------------------------------------------------------------
+
+    def task_states(self) -> dict[str, TaskState]:
+        rows = self.connect().execute(
+            "SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
+            " path FROM task_state"
+        )
+        return {r[0]: TaskState(r[0], r[1], r[2], r[3], bool(r[4]), r[5], r[6]) for r in rows}
+
+    def observe(self, seen: Iterable[tuple[str, bool, str]], now: float) -> dict[str, TaskState]:
+        """Record the tasks this tick sees: (id, enabled, path). A new task, or one enabled
+        again, gets not_before = now: fires before that moment are never run."""
+        states = self.task_states()
+        start = minute_floor(now)
+        new, enabled_again, changed = [], [], []
+        for task_id, enabled, path in seen:
+            state = states.get(task_id)
+            if state is None:
+                new.append((task_id, now, start, int(enabled), path))
+            elif enabled and not state.enabled:
+                enabled_again.append((start, path, task_id))
+            elif state.enabled != enabled or state.path != path:
+                changed.append((int(enabled), path, task_id))
+        if new or enabled_again or changed:
+            with self.write() as db:
+                db.executemany(
+                    "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled,"
+                    " path) VALUES (?, ?, ?, ?, ?)",
+                    new,
+                )
+                db.executemany(
+                    "UPDATE task_state SET enabled = 1, not_before = ?, path = ?"
+                    " WHERE task_id = ? AND enabled = 0",
+                    enabled_again,
+                )
+                db.executemany(
+                    "UPDATE task_state SET enabled = ?, path = ? WHERE task_id = ?", changed
+                )
+            states = self.task_states()
+        return states
+
+    def set_enabled(self, task_id: str, enabled: bool, now: float) -> None:
+        """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules."""
+        with self.write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled)"
+                " VALUES (?, ?, ?, ?)",
+                (task_id, now, minute_floor(now), int(enabled)),
+            )
+            if enabled:
+                db.execute(
+                    "UPDATE task_state SET enabled = 1, not_before = ? WHERE task_id = ?"
+                    " AND enabled = 0",
+                    (minute_floor(now), task_id),
+                )
+            else:
+                db.execute("UPDATE task_state SET enabled = 0 WHERE task_id = ?", (task_id,))
+
+    def count_failure(self, task_id: str, failed: bool) -> int:
+        """Advance or reset the consecutive-failure count; returns the new count."""
+        with self.write() as db:
+            if failed:
+                db.execute(
+                    "UPDATE task_state SET consecutive_failures = consecutive_failures + 1"
+                    " WHERE task_id = ?",
+                    (task_id,),
+                )
+            else:
+                db.execute(
+                    "UPDATE task_state SET consecutive_failures = 0 WHERE task_id = ?", (task_id,)
+                )
+            row = db.execute(
+                "SELECT consecutive_failures FROM task_state WHERE task_id = ?", (task_id,)
+            ).fetchone()
+        return row[0] if row else 0
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def claim_slots(
+        self, claims: Sequence[tuple[str, float, str | None, str]], now: float, owner: Owner
+    ) -> dict[tuple[str, float], int]:
+        """Claim (task_id, slot, skip_reason, task_file) rows in one transaction. A claim with a
+        skip reason is recorded as skipped at once. Returns {(task, slot): run id} for the claims
+        this call won; a slot another tick claimed first is simply absent."""
+        won: dict[tuple[str, float], int] = {}
+        if not claims:
+            return won
+        with self.write() as db:
+            for task_id, slot, skip_reason, task_file in claims:
+                status = Outcome.SKIPPED if skip_reason else Outcome.RUNNING
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO runs(task_id, scheduled_for, trigger, attempt, kind,"
+                    " status, started_at, finished_at, duration_ms, error, owner_pid, owner_start,"
+                    " owner_boot, task_file) VALUES (?, ?, 'schedule', 1, 'run', ?, ?, ?, ?, ?,"
+                    " ?, ?, ?, ?)",
+                    (
+                        task_id, slot, status.value, now, now if skip_reason else None,
+                        0 if skip_reason else None, skip_reason, owner.pid, owner.start,
+                        owner.boot, task_file,
+                    ),
+                )
+                if cur.rowcount == 1:
+                    won[(task_id, slot)] = int(cur.lastrowid or 0)
+                    db.execute(
+                        "UPDATE task_state SET last_slot = max(coalesce(last_slot, 0), ?)"
+                        " WHERE task_id = ?",
+                        (slot, task_id),
+                    )
+        return won
+
+    def start_run(
+        self,
+        task_id: str,
+        *,
+        scheduled_for: float,
+        trigger: str,
+        attempt: int,
+        kind: str,
+        now: float,
+        owner: Owner,
+        task_file: str | None,
+    ) -> int:
+        """A run row that needs no slot claim: manual runs, retries and heals."""
+        with self.write() as db:
+            cur = db.execute(
+                "INSERT INTO runs(task_id, scheduled_for, trigger, attempt, kind, status,"
+                " started_at, owner_pid, owner_start, owner_boot, task_file)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                (
+                    task_id, scheduled_for, trigger, attempt, kind, now, owner.pid, owner.start,
+                    owner.boot, task_file,
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def set_started(self, run_id: int, started_at: float, log_path: str | None) -> None:
+        with self.write() as db:
+            db.execute(
+                "UPDATE runs SET started_at = ?, log_path = ? WHERE id = ?",
+                (started_at, log_path, run_id),
+            )
+
+    def finish_run(self, run_id: int, result: RunResult, finished_at: float) -> bool:
+        """Record the outcome of a running row. Returns False when the row was no longer
+        running (another tick already declared it timed out or crashed)."""
+        extra = json.dumps(result.extra) if result.extra else None
+        with self.write() as db:
+            cur = db.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,"
+                " error = ?, output_tail = ?, log_path = coalesce(?, log_path), extra = ?"
+                " WHERE id = ? AND status = 'running'",
+                (
+                    result.outcome.value, finished_at, int(round(result.duration * 1000)),
+                    result.exit_code, result.fail_reason, result.output_tail,
+                    str(result.log_path) if result.log_path else None, extra, run_id,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def end_running(self, run_id: int, status: Outcome, reason: str, now: float) -> bool:
+        """Close a row still marked running (crashed, timed out by a stale-lock kill, skipped
+        because the lock was held). Check-and-set: only one caller wins."""
+        with self.write() as db:
+            cur = db.execute(
+                "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
+                " duration_ms = CAST(max(0, (? - started_at) * 1000) AS INTEGER)"
+                " WHERE id = ? AND status = 'running'",
+                (status.value, reason, now, now, run_id),
+            )
+            return cur.rowcount == 1
+
+    def running_rows(self) -> list[dict[str, object]]:
+        return self._rows("SELECT * FROM runs WHERE status = 'running' ORDER BY id", ())
+
+    def run(self, run_id: int) -> dict[str, object] | None:
+        rows = self._rows("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return rows[0] if rows else None
+
+    def history(self, limit: int = 20, task_id: str | None = None) -> list[dict[str, object]]:
+        if task_id is None:
+            return self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,))
+        return self._rows(
+            "SELECT * FROM runs WHERE task_id = ? ORDER BY id DESC LIMIT ?", (task_id, limit)
+        )
+
+    def last_runs(self) -> dict[str, dict[str, object]]:
+        """The newest row of each task (any trigger, any attempt)."""
+        rows = self._rows(
+            "SELECT * FROM runs WHERE id IN (SELECT max(id) FROM runs GROUP BY task_id)", ()
+        )
+        return {str(r["task_id"]): r for r in rows}
+
+    def _rows(self, sql: str, args: tuple[object, ...]) -> list[dict[str, object]]:
+        cur = self.connect().execute(sql, args)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    # -- meta, retention --------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.connect().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.write() as db:
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def prune_runs(self, older_than: float) -> list[str]:
+        """Delete finished runs that started before `older_than`; returns their log paths."""
+        with self.write() as db:
+            logs = [
+                r[0]
+                for r in db.execute(
+                    "SELECT log_path FROM runs WHERE started_at < ? AND status != 'running'"
+                    " AND log_path IS NOT NULL",
+                    (older_than,),
+                )
+            ]
+            db.execute(
+                "DELETE FROM runs WHERE started_at < ? AND status != 'running'", (older_than,)
+            )
+        return logs
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not path.exists():
+            # Created owner-only before SQLite touches it; the WAL files inherit the mode.
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA busy_timeout = 60000")
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        _migrate(db)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"the state database {path} cannot be used: {exc}. Run `scheduler.py doctor`; to"
+            f" start afresh, move the file aside (history will be lost)."
+        ) from exc
+    except OSError as exc:
+        raise StoreError(f"the state database {path} cannot be opened: {exc}") from exc
+    return db
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"schema version {version} is newer than this mdcron ({SCHEMA_VERSION}): upgrade mdcron"
+        )
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]  # another tick may have won
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _statements(_MIGRATIONS[step]):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {step + 1}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (executescript would COMMIT our transaction)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer
+            buffer = ""
+    if buffer.strip():
+        yield buffer

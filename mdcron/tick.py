@@ -1,0 +1,229 @@
+"""One tick, end to end: load, refuse duplicates, recover, decide, claim, run, record.
+
+State is advanced (slots claimed) before anything runs, so a task that crashes the tick cannot
+make the next tick run the same slot again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .clock import Clock, minute_floor, to_dt
+from .config import Config
+from .execute import RunContext, current_owner, execute_claimed
+from .outcome import Outcome, RunResult
+from .problems import Problem
+from .recovery import Recovered, recover
+from .store import Store, TaskState
+from .task import Task
+
+RETENTION_EVERY = 86400.0  # seconds between retention passes
+
+
+@dataclass(slots=True)
+class Planned:
+    task: Task
+    action: str  # run | skip
+    slot: float
+    reason: str
+    missed: int = 0
+
+
+@dataclass(slots=True)
+class TickReport:
+    now: float
+    tasks: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    duplicates: dict[str, list[Path]] = field(default_factory=dict)
+    recovered: list[Recovered] = field(default_factory=list)
+    planned: list[Planned] = field(default_factory=list)
+    results: list[tuple[Task, int, RunResult]] = field(default_factory=list)
+    lost_claims: list[str] = field(default_factory=list)  # due, but another tick claimed first
+    problems_changed: bool = True  # the task-file problems differ from the last tick's
+
+    @property
+    def exit_code(self) -> int:
+        if self.duplicates:
+            return 2
+        failed = any(not r.ok and r.outcome is not Outcome.SKIPPED for _, _, r in self.results)
+        errors = any(p.severity == "error" for p in self.problems)
+        return 1 if failed or errors else 0
+
+
+def default_state(task_id: str, enabled: bool, now: float) -> TaskState:
+    return TaskState(task_id, now, minute_floor(now), None, enabled, 0, None)
+
+
+def plan(
+    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float
+) -> list[Planned]:
+    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`."""
+    from .schedule import decide
+
+    out: list[Planned] = []
+    now_dt = to_dt(now)
+    for task in tasks:
+        if not task.enabled:
+            continue
+        state = states.get(task.id) or default_state(task.id, True, now)
+        decision = decide(
+            schedule_of(task, config),
+            now=now_dt,
+            last_slot=to_dt(state.last_slot) if state.last_slot is not None else None,
+            not_before=to_dt(state.not_before),
+            catchup=task.catchup if task.catchup is not None else config.catchup,
+        )
+        if decision.action in ("run", "skip") and decision.slot is not None:
+            out.append(
+                Planned(task, decision.action, decision.slot.timestamp(), decision.reason,
+                        decision.missed)
+            )
+    return out
+
+
+_SCHEDULES: dict[tuple[str, str | None], object] = {}
+
+
+def schedule_of(task: Task, config: Config):  # -> Schedule
+    """Parsed schedules are cached per process: parsing a cron expression is the costly part."""
+    from .schedule import parse_schedule, resolve_zone
+
+    zone_name = task.timezone or config.timezone
+    key = (task.schedule, zone_name)
+    if key not in _SCHEDULES:
+        _SCHEDULES[key] = parse_schedule(task.schedule, resolve_zone(zone_name))
+    return _SCHEDULES[key]
+
+
+def run_tick(
+    config: Config,
+    clock: Clock,
+    *,
+    dry_run: bool = False,
+    environ: dict[str, str] | None = None,
+    say: Callable[[str], None] = print,
+) -> TickReport:
+    from .taskfile import find_duplicate_ids, load_tasks
+
+    now = clock.now()
+    report = TickReport(now=now)
+    tasks, report.problems = load_tasks(config)
+    report.tasks = len(tasks)
+    report.duplicates = find_duplicate_ids(tasks)
+    if report.duplicates:
+        return report  # nothing runs while two files claim one id
+
+    if dry_run:
+        states = _read_states_if_any(config)
+        report.planned = plan(tasks, _as_observed(tasks, states, now), config, now)
+        return report
+
+    owner = current_owner()
+    with Store(config.db_path) as store:
+        report.problems_changed = _problems_changed(store, report.problems)
+        report.recovered = recover(config, store, now, owner.pid)
+        states = store.observe(((t.id, t.enabled, str(t.path)) for t in tasks), now)
+        report.planned = plan(tasks, states, config, now)
+        claims = [
+            (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
+            for p in report.planned
+        ]
+        won = store.claim_slots(claims, now, owner)
+        to_run = []
+        for p in report.planned:
+            run_id = won.get((p.task.id, p.slot))
+            if run_id is None:
+                report.lost_claims.append(p.task.id)
+            elif p.action == "run":
+                to_run.append((p.task, run_id))
+        ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
+        report.results = _run_all(ctx, to_run, say)
+        _retention(config, store, clock.now())
+        store.set_meta("last_tick", repr(clock.now()))
+    return report
+
+
+def _run_all(
+    ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None]
+) -> list[tuple[Task, int, RunResult]]:
+    if not to_run:
+        return []
+
+    def one(item: tuple[Task, int]) -> tuple[Task, int, RunResult]:
+        task, run_id = item
+        with Store(ctx.config.db_path) as store:  # one connection per thread
+            try:
+                result = execute_claimed(ctx, store, task, run_id)
+            except Exception as exc:  # one task's failure never ends the tick
+                print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
+                result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
+                store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
+        say(describe_result(task, result))
+        return task, run_id, result
+
+    workers = max(1, min(ctx.config.max_parallel, len(to_run)))
+    if workers == 1:
+        return [one(item) for item in to_run]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
+        return list(pool.map(one, to_run))
+
+
+def describe_result(task: Task, result: RunResult) -> str:
+    from .units import format_duration
+
+    text = f"{task.id}: {result.outcome.value} in {format_duration(result.duration)}"
+    return text + (f" ({result.fail_reason})" if result.fail_reason else "")
+
+
+def _read_states_if_any(config: Config) -> dict[str, TaskState]:
+    if not config.db_path.exists():
+        return {}
+    with Store(config.db_path) as store:
+        return store.task_states()
+
+
+def _as_observed(
+    tasks: list[Task], states: dict[str, TaskState], now: float
+) -> dict[str, TaskState]:
+    """What store.observe would make of these tasks, without writing (for --dry-run, `why`)."""
+    out = dict(states)
+    for t in tasks:
+        s = states.get(t.id)
+        if s is None:
+            out[t.id] = default_state(t.id, t.enabled, now)
+        elif t.enabled and not s.enabled:
+            out[t.id] = TaskState(s.task_id, s.first_seen, minute_floor(now), s.last_slot, True,
+                                  s.consecutive_failures, s.path)
+    return out
+
+
+def _problems_changed(store: Store, problems: list[Problem]) -> bool:
+    """Report broken files when they change, not every minute into the cron log."""
+    import hashlib
+
+    digest = hashlib.sha256("\n".join(sorted(map(str, problems))).encode()).hexdigest()
+    if store.get_meta("problems_digest") == digest:
+        return False
+    store.set_meta("problems_digest", digest)
+    return True
+
+
+def _retention(config: Config, store: Store, now: float) -> None:
+    """At most once a day: drop runs older than retention_days and their log files."""
+    last = store.get_meta("retention_at")
+    if last is not None and now - float(last) < RETENTION_EVERY:
+        return
+    store.set_meta("retention_at", repr(now))
+    for log in store.prune_runs(now - config.retention_days * 86400):
+        path = Path(log)
+        if config.logs_dir in path.parents:
+            path.unlink(missing_ok=True)
+            try:
+                path.parent.rmdir()  # only when empty
+            except OSError:
+                pass

@@ -1,0 +1,65 @@
+"""Shared fixtures: a temporary mdcron home, a task-file factory, and the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEDULER = REPO / "scheduler.py"
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    (h / "tasks").mkdir(parents=True)
+    return h
+
+
+def render_task(task_id: str, body: str = "", **fields: object) -> str:
+    """A task file with `id` and the given keys (YAML via json for values: always valid)."""
+    fields.setdefault("schedule", "* * * * *")
+    lines = ["---", f"id: {task_id}"]
+    for key, value in fields.items():
+        lines.append(f"{key}: {json.dumps(value)}")
+    lines.append("---")
+    return "\n".join(lines) + "\n\n" + textwrap.dedent(body)
+
+
+@pytest.fixture
+def write_task(home: Path) -> Callable[..., Path]:
+    def write(task_id: str, body: str = "", filename: str | None = None, **fields: object) -> Path:
+        path = home / "tasks" / (filename or f"{task_id}.md")
+        path.write_text(render_task(task_id, body, **fields), encoding="utf-8")
+        return path
+
+    return write
+
+
+def run_cli(home: Path, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a fresh interpreter, as cron would start it."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, str(SCHEDULER), "--home", str(home), *args],
+        capture_output=True, text=True, env=full_env, timeout=timeout,
+    )
+
+
+@pytest.fixture
+def cli(home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    def call(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        return run_cli(home, *args, **kw)  # type: ignore[arg-type]
+
+    return call
