@@ -63,18 +63,19 @@ def _load_task(config: Config, task_id: str):
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    from .execute import RunContext, current_owner, run_manual
-    from .tick import describe_result
+    from .execute import RunContext, current_owner
+    from .ladder import run_manual
+    from .tick import describe_outcome
 
     task = _load_task(config, args.id)
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with Store(config.db_path) as store:
-        run_id, result = run_manual(ctx, store, task)
-    print(f"run {run_id}: " + describe_result(task, result))
-    if result.log_path:
-        print(f"log: {result.log_path}")
-    return OK if result.ok else PROBLEM
+        run_id, outcome = run_manual(ctx, store, task)
+    print(f"run {run_id}: " + describe_outcome(outcome))
+    if outcome.final.log_path:
+        print(f"log: {outcome.final.log_path}")
+    return OK if outcome.final.ok else PROBLEM
 
 
 def cmd_list(config: Config, args: argparse.Namespace) -> int:

@@ -30,6 +30,9 @@ class Config:
     claude_config_dir: Path | None = None  # CLAUDE_CONFIG_DIR for every child; default state/claude
     cwd_policies: dict[str, str] = field(default_factory=dict)  # name -> folder
     allow_outside_home: tuple[str, ...] = ()  # folders outside home a task may use (cwd, script)
+    max_consecutive_failures: int = 3  # unhealed failed ticks in a row before suspension
+    probation: float = 7 * 86400.0  # after a heal that worked, seconds of no second chance
+    max_heals_per_tick: int = 3
     raw: dict[str, object] = field(default_factory=dict)  # the parsed file, for later issues
 
     @property
@@ -134,14 +137,15 @@ def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
             values["timezone"] = str(tz)
         except ScheduleError as exc:
             err("timezone", str(exc))
-    for key in ("max_parallel", "log_max_bytes", "output_tail_bytes", "retention_days"):
+    for key in ("max_parallel", "log_max_bytes", "output_tail_bytes", "retention_days",
+                "max_consecutive_failures", "max_heals_per_tick"):
         if key in data:
             v = data[key]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 err(key, f"expected a whole number >= 1, got {v!r}")
             else:
                 values[key] = v
-    for key in ("catchup", "kill_grace"):
+    for key in ("catchup", "kill_grace", "probation"):
         if key in data:
             try:
                 values[key] = parse_duration(data[key])

@@ -61,23 +61,6 @@ def log_file(config: Config, task_id: str, started_at: float, run_id: int) -> Pa
     return config.logs_dir / "runs" / task_id / f"{stamp}-{run_id}.log"
 
 
-def execute_claimed(ctx: RunContext, store: Store, task: Task, run_id: int) -> RunResult:
-    """Run a task whose row (status running) this process owns, and record how it ended."""
-    lock = acquire_task_lock(ctx.config, task.id)
-    if lock is None:
-        info = read_info(lock_path(ctx.config.locks_dir, task.id))
-        since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
-        reason = f"previous run still running{since}; this slot is skipped, not queued"
-        store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
-        return RunResult(Outcome.SKIPPED, fail_reason=reason)
-    try:
-        result = run_attempt(ctx, store, task, run_id, lock)
-    finally:
-        lock.release()
-    store.count_failure(task.id, failed=not result.ok)
-    return result
-
-
 def run_attempt(
     ctx: RunContext, store: Store, task: Task, run_id: int, lock: TaskLock, attempt: int = 1
 ) -> RunResult:
@@ -135,13 +118,3 @@ def _start(
         pass_fds=(lock.fileno(),),
         on_start=on_start,
     )
-
-
-def run_manual(ctx: RunContext, store: Store, task: Task) -> tuple[int, RunResult]:
-    """`run <id>`: now, regardless of schedule, under the same lock, trigger 'manual'."""
-    now = ctx.clock.now()
-    run_id = store.start_run(
-        task.id, scheduled_for=now, trigger="manual", attempt=1, kind="run", now=now,
-        owner=ctx.owner, task_file=str(task.path),
-    )
-    return run_id, execute_claimed(ctx, store, task, run_id)

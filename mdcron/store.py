@@ -273,6 +273,29 @@ class Store:
             ).fetchone()
         return row[0] if row else 0
 
+    def probation_until(self, task_id: str) -> float | None:
+        row = self.connect().execute(
+            "SELECT probation_until FROM task_state WHERE task_id = ?", (task_id,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def set_probation(self, task_id: str, until: float | None) -> None:
+        with self.write() as db:
+            db.execute(
+                "UPDATE task_state SET probation_until = ? WHERE task_id = ?", (until, task_id)
+            )
+
+    def set_alerted(self, task_id: str, alerted: bool) -> bool:
+        """Set the 'a failure was alerted' flag; returns what it was before."""
+        with self.write() as db:
+            row = db.execute(
+                "SELECT alerted FROM task_state WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            db.execute(
+                "UPDATE task_state SET alerted = ? WHERE task_id = ?", (int(alerted), task_id)
+            )
+        return bool(row and row[0])
+
     # -- runs -------------------------------------------------------------------------------
 
     def claim_slots(

@@ -15,7 +15,10 @@ from pathlib import Path
 
 from .clock import Clock, minute_floor, to_dt
 from .config import Config
-from .execute import RunContext, current_owner, execute_claimed
+from .escalation import Step
+from .execute import RunContext, current_owner
+from .healing import Healer
+from .ladder import LadderOutcome, execute_claimed
 from .outcome import Outcome, RunResult
 from .problems import Problem
 from .recovery import Recovered, recover
@@ -43,6 +46,7 @@ class TickReport:
     recovered: list[Recovered] = field(default_factory=list)
     planned: list[Planned] = field(default_factory=list)
     results: list[tuple[Task, int, RunResult]] = field(default_factory=list)
+    ladders: list[LadderOutcome] = field(default_factory=list)
     lost_claims: list[str] = field(default_factory=list)  # due, but another tick claimed first
     problems_changed: bool = True  # the task-file problems differ from the last tick's
 
@@ -107,7 +111,9 @@ def run_tick(
     dry_run: bool = False,
     environ: dict[str, str] | None = None,
     say: Callable[[str], None] = print,
+    healer: Healer | None = None,
 ) -> TickReport:
+    """One pass. `healer` replaces the default (Claude, when a key is set) — for tests."""
     from .taskfile import find_duplicate_ids, load_tasks
 
     now = clock.now()
@@ -142,29 +148,33 @@ def run_tick(
             elif p.action == "run":
                 to_run.append((p.task, run_id))
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
-        report.results = _run_all(ctx, to_run, say)
+        report.ladders = _run_all(ctx, to_run, say, healer)
+        report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
+                                                                       strict=True)]
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
     return report
 
 
 def _run_all(
-    ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None]
-) -> list[tuple[Task, int, RunResult]]:
+    ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
+    healer: Healer | None,
+) -> list[LadderOutcome]:
     if not to_run:
         return []
 
-    def one(item: tuple[Task, int]) -> tuple[Task, int, RunResult]:
+    def one(item: tuple[Task, int]) -> LadderOutcome:
         task, run_id = item
         with Store(ctx.config.db_path) as store:  # one connection per thread
             try:
-                result = execute_claimed(ctx, store, task, run_id)
+                outcome = execute_claimed(ctx, store, task, run_id, healer)
             except Exception as exc:  # one task's failure never ends the tick
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
-        say(describe_result(task, result))
-        return task, run_id, result
+                outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
+        say(describe_outcome(outcome))
+        return outcome
 
     workers = max(1, min(ctx.config.max_parallel, len(to_run)))
     if workers == 1:
@@ -178,6 +188,17 @@ def describe_result(task: Task, result: RunResult) -> str:
 
     text = f"{task.id}: {result.outcome.value} in {format_duration(result.duration)}"
     return text + (f" ({result.fail_reason})" if result.fail_reason else "")
+
+
+def describe_outcome(outcome: LadderOutcome) -> str:
+    text = describe_result(outcome.task, outcome.final)
+    if len(outcome.steps) > 1:
+        text += f" [{outcome.summary()}]"
+    if outcome.decision is Step.SUSPEND:
+        text += f"; suspended: {outcome.reason}"
+        if outcome.suspend_error:
+            text += f" ({outcome.suspend_error})"
+    return text
 
 
 def _read_states_if_any(config: Config) -> dict[str, TaskState]:

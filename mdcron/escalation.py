@@ -1,0 +1,77 @@
+"""The escalation ladder's decisions, as a pure function of what has happened so far.
+
+    1. run
+    2. failed and `retry: true`            -> one simple retry
+    3. still failing, a healer available   -> heal 1, then run again
+    4. still failing                       -> heal 2 (heal 1's diff + new error), run again
+    5. still failing after a heal          -> suspend (enabled: false, auto_suspended)
+
+Without a healer (no API key, `self_heal: false`, budget used up) a failed tick counts towards
+`max_consecutive_failures`, and only reaching it suspends. A task on probation after a heal that
+fails again is suspended at once, not healed again. The whole ladder shares one deadline; when it
+passes, a ladder that involved healing stops and suspends, one that did not counts a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Step(StrEnum):
+    DONE = "done"  # succeeded
+    RETRY = "retry"
+    HEAL = "heal"
+    SUSPEND = "suspend"
+    GIVE_UP = "give_up"  # failed this tick; the next fire tries again
+
+
+@dataclass(frozen=True, slots=True)
+class LadderState:
+    last_ok: bool
+    retry_allowed: bool  # task.retry
+    retried: bool = False
+    heals: int = 0  # heals tried so far in this ladder
+    heal_available: bool = False
+    on_probation: bool = False
+    deadline_passed: bool = False
+    failures_in_a_row: int = 1  # counting this tick's failure
+    max_consecutive: int = 3
+
+
+MAX_HEALS = 2
+
+
+def next_step(s: LadderState) -> tuple[Step, str]:
+    """What to do next, and why in words (the reason feeds history and alerts)."""
+    if s.last_ok:
+        return Step.DONE, "succeeded"
+    if s.on_probation:
+        return Step.SUSPEND, "failed again while on probation after a heal"
+    if s.deadline_passed:
+        if s.heals or s.heal_available:
+            return Step.SUSPEND, "the ladder's deadline passed before the task recovered"
+        return _consecutive(s)
+    if s.retry_allowed and not s.retried and not s.heals:
+        return Step.RETRY, "failed; retrying once"
+    if s.heal_available and s.heals < MAX_HEALS:
+        return Step.HEAL, f"still failing; self-heal {s.heals + 1}"
+    if s.heals:
+        return Step.SUSPEND, f"still failing after {s.heals} heal(s)"
+    return _consecutive(s)
+
+
+def _consecutive(s: LadderState) -> tuple[Step, str]:
+    if s.failures_in_a_row >= s.max_consecutive:
+        return Step.SUSPEND, f"failed {s.failures_in_a_row} ticks in a row"
+    return (
+        Step.GIVE_UP,
+        f"failed ({s.failures_in_a_row} of {s.max_consecutive} in a row before suspension);"
+        " the next fire tries again",
+    )
+
+
+def ladder_budget(timeout: float, retry: bool, healing: bool) -> float:
+    """Seconds the whole ladder may take: timeout × (1 + number of further steps)."""
+    steps = (1 if retry else 0) + (2 * MAX_HEALS if healing else 0)
+    return timeout * (1 + steps)

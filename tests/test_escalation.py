@@ -1,0 +1,52 @@
+"""The ladder's decisions as plain values."""
+
+import pytest
+
+from mdcron.escalation import LadderState, Step, ladder_budget, next_step
+
+
+def step(**kw):
+    kw.setdefault("last_ok", False)
+    kw.setdefault("retry_allowed", False)
+    return next_step(LadderState(**kw))[0]
+
+
+def test_success_is_done():
+    assert step(last_ok=True, on_probation=True, deadline_passed=True) is Step.DONE
+
+
+def test_full_ladder_with_healer_and_retry():
+    assert step(retry_allowed=True, heal_available=True) is Step.RETRY
+    assert step(retry_allowed=True, retried=True, heal_available=True) is Step.HEAL
+    assert step(retry_allowed=True, retried=True, heals=1, heal_available=True) is Step.HEAL
+    assert step(retry_allowed=True, retried=True, heals=2, heal_available=True) is Step.SUSPEND
+
+
+def test_no_retry_goes_straight_to_heal():
+    assert step(heal_available=True) is Step.HEAL
+
+
+def test_healer_gone_after_one_heal_suspends():
+    assert step(heals=1, heal_available=False) is Step.SUSPEND
+
+
+@pytest.mark.parametrize(("failures", "expected"), [(1, Step.GIVE_UP), (2, Step.GIVE_UP),
+                                                    (3, Step.SUSPEND), (4, Step.SUSPEND)])
+def test_without_healer_the_consecutive_rule_applies(failures, expected):
+    assert step(failures_in_a_row=failures, max_consecutive=3) is expected
+    assert step(retry_allowed=True, retried=True, failures_in_a_row=failures) is expected
+
+
+def test_probation_failure_suspends_without_healing():
+    assert step(heal_available=True, on_probation=True, retry_allowed=True) is Step.SUSPEND
+
+
+def test_deadline_stops_the_ladder():
+    assert step(heal_available=True, deadline_passed=True, retry_allowed=True) is Step.SUSPEND
+    assert step(heals=1, deadline_passed=True) is Step.SUSPEND
+    assert step(deadline_passed=True, failures_in_a_row=1) is Step.GIVE_UP
+
+
+def test_budget():
+    assert ladder_budget(60, retry=False, healing=False) == 60
+    assert ladder_budget(60, retry=True, healing=True) == 60 * 6
