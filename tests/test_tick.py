@@ -246,3 +246,43 @@ def test_one_shot_runs_once(home, write_task):
     tick(home, T0 + timedelta(minutes=31))
     tick(home, T0 + timedelta(days=2))
     assert [r["status"] for r in runs(home, "once")] == ["success"]
+
+
+def _tick_every(home: Path, start: datetime, minutes: int, step: int = 5) -> None:
+    for m in range(0, minutes + 1, step):
+        tick(home, start + timedelta(minutes=m))
+
+
+def local_slots(home: Path, task_id: str, zone: str) -> list[str]:
+    from zoneinfo import ZoneInfo
+
+    return [slot_of(r).astimezone(ZoneInfo(zone)).strftime("%m-%d %H:%M%z")
+            for r in runs(home, task_id)]
+
+
+def test_fixed_time_job_on_fall_back_day_runs_once_riga(home, write_task):
+    # Europe/Riga 2026-10-25: 04:00 EEST -> 03:00 EET at 01:00 UTC; 03:30 happens twice
+    write_task("fixed", schedule="30 3 * * *", timezone="Europe/Riga", command="true")
+    _tick_every(home, datetime(2026, 10, 24, 23, 0, tzinfo=UTC), 240)
+    assert local_slots(home, "fixed", "Europe/Riga") == ["10-25 03:30+0300"]
+
+
+def test_fixed_time_job_on_spring_forward_day_runs_after_the_jump_new_york(home, write_task):
+    # America/New_York 2026-03-08: 02:00 EST -> 03:00 EDT at 07:00 UTC; 02:30 never happens
+    write_task("fixed", schedule="30 2 * * *", timezone="America/New_York", command="true")
+    _tick_every(home, datetime(2026, 3, 8, 5, 0, tzinfo=UTC), 240)
+    assert local_slots(home, "fixed", "America/New_York") == ["03-08 03:00-0400"]
+
+
+def test_wildcard_hour_job_runs_in_both_passes_riga(home, write_task):
+    write_task("hourly", schedule="15 * * * *", timezone="Europe/Riga", command="true")
+    _tick_every(home, datetime(2026, 10, 24, 23, 0, tzinfo=UTC), 240)
+    assert local_slots(home, "hourly", "Europe/Riga") == [
+        "10-25 02:15+0300", "10-25 03:15+0300", "10-25 03:15+0200", "10-25 04:15+0200"]
+
+
+def test_no_dst_zone_is_plain_johannesburg(home, write_task):
+    write_task("jnb", schedule="30 2 * * *", timezone="Africa/Johannesburg", command="true")
+    _tick_every(home, datetime(2026, 3, 28, 22, 0, tzinfo=UTC), 48 * 60, step=30)
+    assert local_slots(home, "jnb", "Africa/Johannesburg") == [
+        "03-29 02:30+0200", "03-30 02:30+0200"]
