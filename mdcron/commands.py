@@ -304,3 +304,35 @@ def cmd_disable(config: Config, args: argparse.Namespace) -> int:
 
 
 __all__ = ["USAGE"]
+
+
+def cmd_incidents(config: Config, args: argparse.Namespace) -> int:
+    from .incidents import incident_json, incident_title, list_incidents
+    from .render import print_json, short_time, table
+
+    rows: list[dict] = []
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            rows = list_incidents(store, include_resolved=args.all)
+    if args.json:
+        print_json([incident_json(r) for r in rows])
+        return OK
+    if not rows:
+        print("no open incidents" if not args.all else "no incidents recorded")
+        return OK
+    table("incidents", ["#", "status", "task", "kind", "opened", "last seen", "count", "title"],
+          [(r["id"], r["status"], r["task_id"], r["kind"], short_time(r["opened_at"]),
+            short_time(r["last_seen"]), r["count"], incident_title(r)) for r in rows])
+    return OK
+
+
+def cmd_resolve(config: Config, args: argparse.Namespace) -> int:
+    from .incidents import resolve
+
+    with Store(config.db_path) as store:
+        done = resolve(store, args.incident, clock_from(None).now(), "resolved by hand")
+    if not done:
+        print(f"mdcron: no open incident #{args.incident} (see `incidents`)", file=sys.stderr)
+        return PROBLEM
+    print(f"incident #{args.incident} resolved")
+    return OK

@@ -18,6 +18,8 @@ SCHEDULER = REPO / "scheduler.py"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from http_sink import http_sink_fixture  # noqa: E402, F401  (fixture `http_sink`)
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:

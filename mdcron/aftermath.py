@@ -1,0 +1,192 @@
+"""What follows a run: alerts (by notify_on), incidents, the 'recovered' notice, and at the end
+of the tick the outbox flush and the heartbeat. Delivery problems never fail a task or a tick.
+
+Rules:
+- suspended            -> forced alert (whatever notify_on says) + incident `suspended`
+- final outcome timeout -> forced alert (unless notify_on: never) + incident `timeout`
+- failed (not suspended) -> alert when notify_on is failure/always; the task is marked alerted
+- success               -> 'recovered' notice if a failure had been alerted; open incidents of
+                           the task are resolved; a success alert when notify_on is success/always
+- a run found crashed / killed as stale by recovery -> failure alert / forced timeout alert
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .config import Config
+from .escalation import Step
+from .outcome import Outcome, RunResult
+from .store import Store
+from .task import Task
+from .units import format_duration
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing worth telling a person about a task."""
+
+    kind: str  # failure success recovered suspended timeout healed crashed
+    task: Task
+    result: RunResult
+    ladder: str = ""  # 'run failed (exit 1) → retry failed (exit 1)'
+    next_step: str = ""  # what happens next, in words
+    diff: str = ""  # a heal's diff, when it matters
+
+
+def events_for(outcome, was_alerted: bool) -> list[Event]:  # outcome: ladder.LadderOutcome
+    """Pure: which events a finished ladder produces."""
+    task, final = outcome.task, outcome.final
+    if final.outcome is Outcome.SKIPPED:
+        return []
+    ladder = outcome.summary() if len(outcome.steps) > 1 else ""
+    diff = "\n".join(h.diff for h in outcome.heals if h.diff)
+    if outcome.decision is Step.SUSPEND:
+        nxt = (f"suspended: {outcome.reason}. `enabled: false` and `disabled_reason:"
+               f" auto_suspended` were written into {task.path.name}; fix the cause, then run"
+               f" `scheduler.py enable {task.id}`.")
+        if outcome.suspend_error:
+            nxt += f" WARNING: {outcome.suspend_error}"
+        if "probation" in outcome.reason and not diff:
+            diff = _probation_diff(task)
+        return [Event("suspended", task, final, ladder, nxt, diff)]
+    events: list[Event] = []
+    if final.outcome is Outcome.TIMEOUT and task.notify_on != "never":
+        events.append(Event("timeout", task, final, ladder, outcome.reason))
+    elif not final.ok and task.notify_on in ("failure", "always"):
+        events.append(Event("failure", task, final, ladder, outcome.reason))
+    if final.ok:
+        if was_alerted:
+            events.append(Event("recovered", task, final, ladder, "back to normal"))
+        if outcome.heals:
+            events.append(Event("healed", task, final, ladder,
+                                "healed; on probation (a failure now suspends it)", diff))
+        elif task.notify_on in ("success", "always"):
+            events.append(Event("success", task, final, ladder))
+    return events
+
+
+def _probation_diff(task: Task) -> str:
+    return f"(the heal's diff is in logs/self-heal-audit.log and `scheduler.py show {task.id}`)"
+
+
+def render(event: Event) -> tuple[str, str]:
+    """(title, body) of an alert, plain text that reads well in a chat message."""
+    from .notify import format_tail
+
+    task, result = event.task, event.result
+    headline = {
+        "failure": "failed", "timeout": "timed out", "suspended": "SUSPENDED",
+        "recovered": "recovered", "success": "succeeded", "healed": "was healed",
+        "crashed": "crashed",
+    }.get(event.kind, event.kind)
+    title = f"mdcron: {task.title} ({task.id}) {headline}"
+    lines = [f"{task.title} ({task.id}): {result.outcome.value}"
+             + (f" — {result.fail_reason}" if result.fail_reason else "")
+             + f", {format_duration(result.duration)}"]
+    if event.ladder:
+        lines.append(f"ladder: {event.ladder}")
+    if event.next_step:
+        lines.append(f"next: {event.next_step}")
+    if event.diff:
+        lines.append("change made by the heal:\n" + event.diff[-3000:])
+    tail = format_tail(result.output_tail)
+    if tail:
+        lines.append("last output:\n" + tail)
+    return title, "\n".join(lines)
+
+
+def after_ladder(store: Store, config: Config, outcome, now: float,
+                 environ: Mapping[str, str], say: Say) -> None:
+    """Alerts and incidents for one finished ladder. Never raises."""
+    try:
+        task = outcome.task
+        if outcome.final.outcome is Outcome.SKIPPED:
+            return
+        failed = not outcome.final.ok
+        was_alerted = store.set_alerted(task.id, False) if not failed else False
+        events = events_for(outcome, was_alerted)
+        for event in events:
+            _emit(store, config, event, now, environ, say)
+        if failed and any(e.kind in ("failure", "timeout", "suspended") for e in events):
+            store.set_alerted(task.id, True)
+        if not failed:
+            from .incidents import resolve_for_task
+
+            resolve_for_task(store, task.id, now, "the task succeeded")
+    except Exception as exc:  # notifications must never fail the tick
+        say(f"mdcron: could not record alerts for {outcome.task.id}: {exc!r}")
+
+
+def _emit(store: Store, config: Config, event: Event, now: float, environ: Mapping[str, str],
+          say: Say) -> None:
+    from .notify import Alert, enqueue
+
+    title, body = render(event)
+    forced = event.kind in ("suspended", "timeout")
+    enqueue(store, config, Alert(event.kind, event.task.id, title, body, forced=forced,
+                                 destination=event.task.notify_to), now)
+    if event.kind in ("suspended", "timeout"):
+        open_incident(store, config, task_id=event.task.id, kind=event.kind,
+                      error=event.result.fail_reason or event.next_step,
+                      output_tail=event.result.output_tail, now=now, environ=environ, say=say)
+
+
+def open_incident(store: Store, config: Config, *, task_id: str | None, kind: str,
+                  error: str | None, output_tail: str | None, now: float,
+                  environ: Mapping[str, str], say: Say) -> None:
+    from .incidents import get_incident, open_or_bump, run_incident_command
+
+    incident_id, new = open_or_bump(store, task_id=task_id, kind=kind, error=error,
+                                    output_tail=output_tail, now=now)
+    command = config.raw.get("incident_command")
+    if new and isinstance(command, str) and command.strip():
+        incident = get_incident(store, incident_id)
+        if incident is not None:
+            problem = run_incident_command(command, incident, home=config.home, environ=environ,
+                                           secret_names=config.secret_names(),
+                                           kill_grace=config.kill_grace)
+            if problem:
+                say(f"mdcron: {problem}")
+
+
+def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body: str,
+                    now: float, environ: Mapping[str, str], say: Say) -> None:
+    """Duplicate ids, a crashed tick: forced alert + incident, never raises."""
+    from .notify import Alert, enqueue
+
+    try:
+        enqueue(store, config, Alert(kind, None, title, body, forced=True), now)
+        open_incident(store, config, task_id=None, kind=kind, error=body, output_tail=None,
+                      now=now, environ=environ, say=say)
+    except Exception as exc:
+        say(f"mdcron: could not record the {kind} alert: {exc!r}")
+
+
+def resolve_reenabled(store: Store, tasks: list[Task], now: float) -> None:
+    """A suspended task that a person enabled again: its incidents are over."""
+    from .incidents import resolve_for_task
+
+    open_ids = {
+        str(r[0]) for r in store.connect().execute(
+            "SELECT DISTINCT task_id FROM incidents WHERE status = 'open' AND kind = 'suspended'")
+    }
+    for task in tasks:
+        if task.id in open_ids and task.enabled:
+            resolve_for_task(store, task.id, now, "re-enabled")
+
+
+def finish_tick(store: Store, config: Config, now: float, failed: bool,
+                environ: Mapping[str, str], say: Say) -> None:
+    """Send what the outbox holds, then tell the dead man's switch we are alive."""
+    from .notify import flush, heartbeat
+
+    report = flush(store, config, now, environ)
+    for line in report.errors:
+        say(f"mdcron: notification: {line}")
+    error = heartbeat(config, failed, environ)
+    if error:
+        say(f"mdcron: heartbeat: {error}")
