@@ -336,3 +336,56 @@ def cmd_resolve(config: Config, args: argparse.Namespace) -> int:
         return PROBLEM
     print(f"incident #{args.incident} resolved")
     return OK
+
+
+def cmd_comment(config: Config, args: argparse.Namespace) -> int:
+    from .comments import add_comment
+
+    task = _load_task(config, args.id)
+    author = args.author or os.environ.get("USER") or "someone"
+    with Store(config.db_path) as store:
+        comment_id = add_comment(store, task.id, author, args.text, clock_from(None).now())
+    print(f"comment #{comment_id} on {task.id} stored; Claude reads it before the next run")
+    return OK
+
+
+def cmd_comments(config: Config, args: argparse.Namespace) -> int:
+    from .comments import thread
+    from .render import print_json, short_time
+
+    rows: list[dict] = []
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            rows = thread(store, args.id)
+    if args.json:
+        from .queries import iso
+
+        print_json([{**r, "created_at": iso(r["created_at"]),  # type: ignore[arg-type]
+                     "read_at": iso(r["read_at"])} for r in rows])  # type: ignore[arg-type]
+        return OK
+    if not rows:
+        print(f"no comments on {args.id}")
+    for r in rows:
+        print(f"#{r['id']} {short_time(r['created_at'])} {r['author']}: {r['body']}")
+        if r.get("read_at"):
+            action = f" [{r['action']}]" if r.get("action") else ""
+            print(f"    mdcron{action}: {r.get('reply') or ''}")
+        else:
+            print("    (unread)")
+    return OK
+
+
+def cmd_revert_heal(config: Config, args: argparse.Namespace) -> int:
+    from .heal import RevertError, revert_heal
+
+    task = _load_task(config, args.id)
+    try:
+        with Store(config.db_path) as store:
+            restored = revert_heal(config, store, task.id, now=clock_from(None).now(),
+                                   force=args.force)
+    except RevertError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    for path in restored:
+        print(f"restored {path}")
+    return OK

@@ -171,6 +171,13 @@ def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
             err("allow_outside_home", "expected a list of folders, e.g. [/srv/backups]")
         else:
             values["allow_outside_home"] = tuple(os.path.expanduser(x) for x in v)
+    # The notification and Claude sections are parsed by their own modules (cheap imports).
+    from .claude import parse_claude_config
+    from .notify_config import parse_notify_config
+
+    for section in (parse_notify_config(data, path)[1], parse_claude_config(data, path)[1]):
+        for problem in section:
+            (errors if problem.severity == "error" else warnings).append(problem)
     if errors:
         raise ConfigError(errors)
     return Config(home=home, path=path, raw=data, **values), warnings  # type: ignore[arg-type]

@@ -92,10 +92,10 @@ def _start(
 
     config = ctx.config
     if task.run_as == "claude":
-        return RunResult(
-            Outcome.FAILED,
-            fail_reason="run_as: claude is not available in this version of mdcron yet",
-        )
+        from .claude import run_claude_task
+
+        deadline = time.monotonic() + task.timeout
+        return run_claude_task(task, config, ctx.environ, log_path=log_path, deadline=deadline)
     try:
         cwd = task_cwd(task, config)
         argv = command_argv(task, cwd)

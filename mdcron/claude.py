@@ -1,0 +1,419 @@
+"""The Anthropic client, kept at arm's length: settings, one retrying call, `run_as: claude`.
+
+`anthropic` is imported only inside `ClaudeSession.__enter__`, right before a call is made, so a
+tick with nothing for Claude never loads it. The key comes from the scheduler's environment
+(passed in as a mapping, never read from os.environ here), and `ANTHROPIC_BASE_URL` from the same
+mapping is passed to the SDK explicitly.
+
+Retries are ours, not the SDK's (`max_retries=0` on the client): transient answers (408, 409,
+429, 5xx including 529 "overloaded") and connection errors are retried with exponential backoff
+starting at `claude.retry_backoff`, honouring `retry-after` up to 60 s, but never past the
+caller's deadline. The SDK's own loop would honour any `retry-after` (hours) and ignores deadlines.
+
+Also here, because self-heal and comments share them: prompt templates (`prompts/*.txt`,
+`string.Template` placeholders) and owner-only files and JSON-line audit logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import string
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .outcome import Outcome, RunResult
+from .problems import Problem
+from .task import Task
+from .units import DurationError, parse_duration
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+NO_KEY = "no ANTHROPIC_API_KEY in the scheduler's environment"
+MAX_REASON = 2000  # characters of fail_reason taken from a JSON error envelope
+MAX_RETRY_AFTER = 60.0  # a longer retry-after is not waited for: the attempt fails
+MAX_BACKOFF = 30.0
+_TRANSIENT = frozenset({408, 409, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeConfig:
+    model: str = DEFAULT_MODEL
+    max_tokens: int = 4096
+    timeout: float = 120.0  # one HTTP request, seconds
+    max_retries: int = 3  # further tries after a transient error
+    retry_backoff: float = 1.0  # first wait between tries; doubles, at most 30 s
+    max_heals_per_day: int = 4  # per task, over the last 24 h
+    max_tool_calls: int = 25  # per heal
+    max_heal_bytes: int = 256 * 1024  # bytes written per heal
+    max_heals_per_tick: int = 3  # top-level key
+    probation: float = 7 * 86400.0  # top-level key: seconds a healed task stays on probation
+
+    @property
+    def probation_days(self) -> float:
+        return self.probation / 86400
+
+
+_INT_KEYS = {  # key: minimum
+    "max_tokens": 1, "max_retries": 0, "max_heals_per_day": 0, "max_tool_calls": 1,
+    "max_heal_bytes": 1,
+}
+_DURATION_KEYS = ("timeout", "retry_backoff")
+CLAUDE_KEYS = frozenset({"model", *_INT_KEYS, *_DURATION_KEYS})
+
+
+def parse_claude_config(
+    raw: Mapping[str, object], path: Path | None
+) -> tuple[ClaudeConfig, list[Problem]]:
+    """The `claude:` section plus the top-level `max_heals_per_tick` and `probation` keys of a
+    parsed scheduler.yaml. A bad value is an error Problem and its default is used; an unknown
+    key under `claude:` is a warning."""
+    where = path or Path("scheduler.yaml")
+    problems: list[Problem] = []
+    values: dict[str, Any] = {}
+
+    def err(key: str, message: str) -> None:
+        problems.append(Problem(where, message, key=key))
+
+    section = raw.get("claude")
+    if section is None:
+        section = {}
+    if not isinstance(section, Mapping):
+        err("claude", "expected a mapping, e.g. claude: {model: claude-sonnet-5-5}")
+        section = {}
+    for key in section:
+        if key not in CLAUDE_KEYS:
+            from difflib import get_close_matches
+
+            near = get_close_matches(str(key), sorted(CLAUDE_KEYS), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            problems.append(Problem(where, f"unknown key {key!r} under claude: is ignored{hint}",
+                                    key=f"claude.{key}", severity="warning"))
+    if "model" in section:
+        model = section["model"]
+        if isinstance(model, str) and model.strip():
+            values["model"] = model.strip()
+        else:
+            err("claude.model", f"expected a model id such as {DEFAULT_MODEL}, got {model!r}")
+    for key, low in _INT_KEYS.items():
+        if key in section:
+            v = section[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                err(f"claude.{key}", f"expected a whole number >= {low}, got {v!r}")
+            else:
+                values[key] = v
+    for key in _DURATION_KEYS:
+        if key in section:
+            try:
+                values[key] = parse_duration(section[key])
+            except DurationError as exc:
+                err(f"claude.{key}", str(exc))
+            else:
+                if key == "timeout" and values[key] <= 0:
+                    err("claude.timeout", "expected more than 0 seconds, e.g. 120s")
+                    del values[key]
+    if "max_heals_per_tick" in raw:
+        v = raw["max_heals_per_tick"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            err("max_heals_per_tick", f"expected a whole number >= 0, got {v!r}")
+        else:
+            values["max_heals_per_tick"] = v
+    if "probation" in raw:
+        try:
+            values["probation"] = parse_duration(raw["probation"])
+        except DurationError as exc:
+            err("probation", str(exc))
+    return ClaudeConfig(**values), problems
+
+
+def claude_config(config: Config) -> ClaudeConfig:
+    """The settings, defaults standing in for bad values (load time reports those)."""
+    return parse_claude_config(config.raw, config.path)[0]
+
+
+def api_key(environ: Mapping[str, str]) -> str | None:
+    key = (environ.get("ANTHROPIC_API_KEY") or "").strip()
+    return key or None
+
+
+# --- one conversation with the API -----------------------------------------------------------
+
+
+class ClaudeError(Exception):
+    """A call to Claude did not produce an answer; the message says why, in words."""
+
+
+class ClaudeUnavailable(ClaudeError):
+    """No call can be made (no key); nothing was sent."""
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    model: str = ""
+
+    def as_extra(self) -> dict[str, object]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "model": self.model}
+
+
+@dataclass(slots=True)
+class ClaudeSession:
+    """`with ClaudeSession(cfg, environ, deadline) as s: s.create(...)`: a client for one job
+    (a run, a heal, a comment check), its token count, and the retry policy."""
+
+    cfg: ClaudeConfig
+    environ: Mapping[str, str]
+    deadline: float  # time.monotonic() by which every call must be over
+    usage: Usage = field(default_factory=Usage)
+    _client: Any = None
+    _sdk: Any = None
+
+    def __enter__(self) -> ClaudeSession:
+        key = api_key(self.environ)
+        if key is None:
+            raise ClaudeUnavailable(f"{NO_KEY}: set ANTHROPIC_API_KEY to use Claude")
+        import anthropic  # only here: the moment a call is about to be made
+
+        self._sdk = anthropic
+        base_url = (self.environ.get("ANTHROPIC_BASE_URL") or "").strip() or DEFAULT_BASE_URL
+        self._client = anthropic.Anthropic(
+            api_key=key, base_url=base_url, max_retries=0, timeout=self.cfg.timeout
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def create(self, **kwargs: Any) -> Any:
+        """messages.create with our retries; returns the SDK's Message or raises ClaudeError."""
+        sdk = self._sdk
+        kwargs.setdefault("max_tokens", self.cfg.max_tokens)
+        kwargs.setdefault("model", self.cfg.model)
+        tries = 0
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0.5:
+                raise ClaudeError("the deadline passed before Claude answered")
+            tries += 1
+            try:
+                message = self._client.messages.create(
+                    timeout=min(self.cfg.timeout, remaining), **kwargs
+                )
+            except sdk.APIStatusError as exc:
+                status = exc.status_code
+                transient = status in _TRANSIENT or status >= 500
+                problem = _describe_status(exc)
+                wait = _retry_after(exc.response.headers)
+            except sdk.APIConnectionError as exc:
+                transient, problem, wait = True, _describe_connection(exc, self), None
+            except (sdk.AnthropicError, ValueError, TypeError) as exc:
+                raise ClaudeError(f"Claude API call failed: {exc}") from exc
+            else:
+                self._count(message, kwargs["model"])
+                return message
+            if not transient or tries > self.cfg.max_retries:
+                after = f" (gave up after {tries} tries)" if transient else ""
+                raise ClaudeError(problem + after)
+            if wait is None or wait > MAX_RETRY_AFTER:
+                if wait is not None:
+                    raise ClaudeError(f"{problem}; the API asks to wait {wait:.0f} s, too long")
+                base = self.cfg.retry_backoff * (2 ** (tries - 1))
+                wait = min(base, MAX_BACKOFF) * random.uniform(0.75, 1.0)
+            if time.monotonic() + wait >= self.deadline - 0.5:
+                raise ClaudeError(f"{problem}; no time left before the deadline to retry")
+            time.sleep(wait)
+
+    def _count(self, message: Any, model: str) -> None:
+        usage = getattr(message, "usage", None)
+        self.usage.calls += 1
+        self.usage.input_tokens += int(getattr(usage, "input_tokens", 0) or 0)
+        self.usage.output_tokens += int(getattr(usage, "output_tokens", 0) or 0)
+        self.usage.model = str(getattr(message, "model", "") or model)
+
+
+def _retry_after(headers: Any) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name) if headers is not None else None
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        return seconds if seconds > 0 else None
+    return None
+
+
+def _describe_status(exc: Any) -> str:
+    status = exc.status_code
+    kind = getattr(exc, "type", None)
+    text = getattr(exc, "api_message", None) or str(exc)
+    hint = ""
+    if status == 401:
+        hint = "; check ANTHROPIC_API_KEY"
+    elif status == 529:
+        kind = kind or "overloaded"
+    return f"Claude API error {status}{f' ({kind})' if kind else ''}: {text}{hint}"
+
+
+def _describe_connection(exc: Any, session: ClaudeSession) -> str:
+    if isinstance(exc, session._sdk.APITimeoutError):
+        return f"the Claude API did not answer within {session.cfg.timeout:g} s"
+    cause = exc.__cause__ or exc
+    return f"cannot reach the Claude API at {session._client.base_url}: {cause}"
+
+
+def reply_text(message: Any) -> str:
+    return "".join(b.text for b in message.content if getattr(b, "type", "") == "text")
+
+
+# --- run_as: claude ---------------------------------------------------------------------------
+
+
+def envelope_error(text: str) -> str | None:
+    """The error of a last non-empty line that is a JSON object with "status": "error"."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1].strip()
+    try:
+        data = json.loads(last)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("status") != "error":
+        return None
+    for key in ("error", "message"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            last = value.strip()
+            break
+    return last if len(last) <= MAX_REASON else last[: MAX_REASON - 1] + "…"
+
+
+def run_claude_task(
+    task: Task, config: Config, environ: Mapping[str, str], *, log_path: Path, deadline: float
+) -> RunResult:
+    """One `run_as: claude` run: the prompt (or the body) to the model, its reply as output.
+    Never raises: every failure is a RunResult with a fail_reason."""
+    start = time.monotonic()
+    cfg = claude_config(config)
+    model = task.model or cfg.model
+    extra: dict[str, object] = {"input_tokens": 0, "output_tokens": 0, "model": model}
+    text, reason = "", None
+    try:
+        session = ClaudeSession(cfg, environ, min(deadline, start + task.timeout))
+        with session:
+            message = session.create(
+                model=model, messages=[{"role": "user", "content": task.prompt or task.body}]
+            )
+        extra.update(session.usage.as_extra())
+        extra["stop_reason"] = message.stop_reason
+        text = reply_text(message)
+        if not text.strip():
+            reason = f"Claude returned an empty reply (stop_reason {message.stop_reason})"
+        else:
+            reason = envelope_error(text)
+    except ClaudeError as exc:
+        reason = str(exc)
+    except Exception as exc:  # a bug of ours or the SDK's must not end the tick
+        reason = f"mdcron internal error while calling Claude: {exc!r}"
+    output = text if text.strip() else f"[mdcron] {reason}\n"
+    if not output.endswith("\n"):
+        output += "\n"
+    log_error = None
+    try:
+        write_private(log_path, output.encode("utf-8"))
+    except OSError as exc:
+        log_error = f"[log write failed: {exc}]"
+    tail = _tail(output, config.output_tail_bytes)
+    return RunResult(
+        Outcome.FAILED if reason else Outcome.SUCCESS,
+        fail_reason=reason,
+        duration=time.monotonic() - start,
+        output_tail=tail + (f"\n{log_error}" if log_error else ""),
+        log_path=log_path,
+        log_truncated=log_error is not None,
+        extra=extra,
+    )
+
+
+def _tail(text: str, size: int) -> str:
+    data = text.encode("utf-8")[-size:] if size > 0 else b""
+    return data.decode("utf-8", errors="ignore")
+
+
+# --- templates and files ----------------------------------------------------------------------
+
+
+class TemplateError(Exception):
+    """A prompt template is missing or broken; the message names the file."""
+
+
+def render_template(config: Config, name: str, values: Mapping[str, str]) -> str:
+    """prompts/<name> with its $placeholders filled. An unknown placeholder, a lone `$` or a
+    missing file is a TemplateError naming the file (write $$ for a literal dollar sign)."""
+    path = config.prompts_dir / name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TemplateError(
+            f"prompt template {path} is missing; restore it from the mdcron repository"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TemplateError(f"prompt template {path} cannot be read: {exc}") from exc
+    try:
+        return string.Template(text).substitute(values)
+    except KeyError as exc:
+        known = ", ".join("$" + k for k in sorted(values))
+        raise TemplateError(
+            f"prompt template {path}: unknown placeholder ${exc.args[0]}; known: {known}"
+        ) from None
+    except ValueError as exc:
+        raise TemplateError(
+            f"prompt template {path}: {exc}; write $$ for a literal dollar sign"
+        ) from None
+
+
+def make_private_dirs(folder: Path) -> None:
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file readable by its owner only (folders created 0700)."""
+    make_private_dirs(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb", closefd=False) as handle:
+            handle.write(data)
+    finally:
+        os.close(fd)
+
+
+def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
+    """Append one JSON line to an owner-only audit log (one write call, O_APPEND)."""
+    make_private_dirs(path.parent)
+    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, line.encode("utf-8"))
+    finally:
+        os.close(fd)

@@ -1,0 +1,435 @@
+"""Self-heal by Claude: the Healer the escalation ladder calls, budgets, probation and revert.
+
+One heal is a bounded conversation: the prompt (prompts/self-heal.txt) describes the failure, the
+model may read, list and edit files through the tools of heal_tools.py (whose guard rails decide
+what it may touch), and ends with `finish(diagnosis)`. Bounds: `claude.max_tool_calls` tool calls
+(past it every call is refused and the model is made to finish), `claude.max_heal_bytes` written,
+and the ladder's deadline. A heal that does not finish (deadline, API error, the limit ignored)
+has its changes rolled back. Every heal is a row in `heals` and a line in
+logs/self-heal-audit.log; changed files are backed up first, so `revert_heal` can undo the last.
+
+Budgets: at most `max_heals_per_tick` heals per healer instance (it lives for one tick) and
+`claude.max_heals_per_day` per task over the last 24 hours (rows in `heals`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .claude import (
+    NO_KEY,
+    ClaudeError,
+    ClaudeSession,
+    TemplateError,
+    api_key,
+    append_jsonl,
+    claude_config,
+    render_template,
+    reply_text,
+)
+from .config import Config
+from .heal_tools import ECHO_LIMIT, MANIFEST, TOOLS, Refused, Sandbox, atomic_write_bytes, sha256
+from .healing import HealRecord
+from .outcome import RunResult
+from .store import Store
+from .task import Task
+
+TEMPLATE = "self-heal.txt"
+AUDIT_LOG = "self-heal-audit.log"
+MAX_AUDITED_REFUSALS = 200
+PROMPT_TEXT_LIMIT = 32 * 1024  # characters of the task file and output tail put in the prompt
+
+
+class RevertError(Exception):
+    """There is nothing to revert, or reverting would overwrite later edits."""
+
+
+class _Incomplete(Exception):
+    """The conversation ended without `finish`."""
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+class ClaudeHealer:
+    """mdcron.healing.Healer backed by the Claude API. Create one per tick; thread-safe."""
+
+    def __init__(self, config: Config, environ: Mapping[str, str], store: Store, now: float):
+        self.config = config
+        self.environ = environ
+        self.db_path = store.path  # each heal opens its own connection (ladders run in threads)
+        self.cfg = claude_config(config)
+        self._now0, self._t0 = now, time.monotonic()
+        self._lock = threading.Lock()
+        self._used = 0  # heals started by this instance (this tick)
+
+    def now(self) -> float:
+        return self._now0 + (time.monotonic() - self._t0)
+
+    # -- the Healer protocol ---------------------------------------------------------------------
+
+    def unavailable_reason(self, task: Task) -> str | None:
+        if not task.self_heal:
+            return "self_heal: false in the task file"
+        if api_key(self.environ) is None:
+            return f"{NO_KEY}: set ANTHROPIC_API_KEY to enable self-heal"
+        with self._lock:
+            used = self._used
+        if used >= self.cfg.max_heals_per_tick:
+            return (f"this tick's self-heal budget is used up ({used} heal(s); "
+                    f"max_heals_per_tick: {self.cfg.max_heals_per_tick})")
+        with Store(self.db_path) as store:
+            today = heals_since(store, task.id, self.now() - 86400)
+        if today >= self.cfg.max_heals_per_day:
+            return (f"{task.id} was healed {today} time(s) in the last 24 h "
+                    f"(claude.max_heals_per_day: {self.cfg.max_heals_per_day})")
+        try:
+            render_template(self.config, TEMPLATE, {k: "" for k in _PLACEHOLDERS})
+        except TemplateError as exc:
+            return str(exc)
+        return None
+
+    def heal(
+        self, task: Task, *, attempt: int, failure: RunResult, previous: HealRecord | None,
+        deadline: float, run_id: int,
+    ) -> HealRecord:
+        started = self.now()
+        reason = self.unavailable_reason(task)
+        if reason is None:
+            with self._lock:
+                if self._used >= self.cfg.max_heals_per_tick:
+                    reason = "this tick's self-heal budget is used up"
+                else:
+                    self._used += 1
+        if reason is not None:
+            record = HealRecord("refused", f"self-heal not attempted: {reason}")
+            self._audit(task, run_id, attempt, record, started, None)
+            return record
+        sandbox: Sandbox | None = None
+        try:
+            sandbox = Sandbox(self.config, task, self._backup_dir(task, attempt, started),
+                              self.cfg.max_heal_bytes)
+            record = self._converse(task, attempt, failure, previous, deadline, sandbox)
+        except Exception as exc:  # a bug of ours: undo, report, never raise into the ladder
+            if sandbox is not None:
+                _roll_back(sandbox)
+            record = HealRecord("error", f"mdcron internal error during self-heal: {exc!r}")
+        try:
+            heal_id = self._insert(task, run_id, attempt, started, record)
+            record.extra["heal_id"] = heal_id
+        except Exception as exc:  # the database may be busy or broken; the audit still says it
+            record.extra["record_error"] = repr(exc)
+        self._audit(task, run_id, attempt, record, started, sandbox)
+        return record
+
+    # -- one heal ----------------------------------------------------------------------------------
+
+    def _converse(self, task: Task, attempt: int, failure: RunResult,
+                  previous: HealRecord | None, deadline: float, sandbox: Sandbox) -> HealRecord:
+        extra: dict[str, Any] = {"failure": failure.fail_reason, "tool_calls": 0, "refused": [],
+                                 "input_tokens": 0, "output_tokens": 0, "model": self.cfg.model}
+        if sandbox.notes:
+            extra["notes"] = list(sandbox.notes)
+        try:
+            prompt = render_template(self.config, TEMPLATE,
+                                     self._values(task, attempt, failure, previous, sandbox))
+        except TemplateError as exc:
+            return HealRecord("error", str(exc), extra=extra)
+        session = ClaudeSession(self.cfg, self.environ, deadline)
+        try:
+            with session:
+                diagnosis = self._loop(session, prompt, sandbox, extra)
+        except (ClaudeError, _Incomplete) as exc:
+            undone = _roll_back(sandbox)
+            extra.update(session.usage.as_extra())
+            note = f"; its changes to {', '.join(undone)} were rolled back" if undone else ""
+            return HealRecord("error", f"self-heal stopped: {exc}{note}", extra=extra,
+                              backup_dir=sandbox.backup_dir if sandbox.originals else None)
+        extra.update(session.usage.as_extra())
+        changed = sandbox.changed()
+        if not changed:
+            return HealRecord("no_change", diagnosis, extra=extra)
+        sandbox.write_manifest(str(sandbox.backup_dir.name))
+        return HealRecord("changed", diagnosis, diff=sandbox.diff(), changed=tuple(changed),
+                          backup_dir=sandbox.backup_dir, extra=extra)
+
+    def _loop(self, session: ClaudeSession, prompt: str, sandbox: Sandbox,
+              extra: dict[str, Any]) -> str:
+        limit = self.cfg.max_tool_calls
+        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        forced = False
+        while True:
+            choice = {"tool_choice": {"type": "tool", "name": "finish"}} if forced else {}
+            message = session.create(messages=messages, tools=TOOLS, **choice)
+            uses = [b for b in message.content if getattr(b, "type", "") == "tool_use"]
+            messages.append({"role": "assistant",
+                             "content": [e for b in message.content if (e := _echo(b))]})
+            if not uses:  # a plain answer ends the heal; its text is the diagnosis
+                return reply_text(message).strip() or "(the model ended without a diagnosis)"
+            diagnosis: str | None = None
+            results = []
+            for use in uses:
+                extra["tool_calls"] += 1
+                inputs = use.input if isinstance(use.input, dict) else {}
+                try:
+                    if diagnosis is not None:
+                        raise Refused("finish was already called; this call was not run")
+                    if use.name == "finish":
+                        diagnosis = str(inputs.get("diagnosis") or "").strip() or "(none given)"
+                        output = "finished"
+                    elif extra["tool_calls"] > limit:
+                        raise Refused(f"the limit of {limit} tool calls per heal is reached; "
+                                      "call finish now")
+                    else:
+                        output = _dispatch(sandbox, use.name, inputs)
+                    results.append(_result(use.id, output, False))
+                except Refused as exc:
+                    _note_refusal(extra, use.name, inputs, str(exc))
+                    results.append(_result(use.id, str(exc), True))
+            if diagnosis is not None:
+                return diagnosis
+            if extra["tool_calls"] >= limit:
+                if forced:
+                    raise _Incomplete(f"the model kept calling tools past the limit of {limit}")
+                forced = True
+            messages.append({"role": "user", "content": results})
+
+    def _values(self, task: Task, attempt: int, failure: RunResult,
+                previous: HealRecord | None, sandbox: Sandbox) -> dict[str, str]:
+        from .paths import PathError, task_cwd
+
+        try:
+            cwd = str(task_cwd(task, self.config))
+        except PathError as exc:
+            cwd = f"(unusable: {exc})"
+        try:
+            text = task.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            text = f"(cannot read the task file: {exc})"
+        prev_extra = previous.extra if previous else {}
+        return {
+            "task_id": task.id,
+            "title": task.title,
+            "task_file": sandbox.rel(sandbox.task_file),
+            "task_text": _clip(text),
+            "run_as": task.run_as,
+            "command": task.command or "(none: a Claude task; the prompt is in the task file)",
+            "cwd": cwd,
+            "exit_code": "none" if failure.exit_code is None else str(failure.exit_code),
+            "outcome": failure.outcome.value,
+            "error": failure.fail_reason or "(no reason recorded)",
+            "output_tail": _clip(failure.output_tail) or "(no output)",
+            "attempt": str(attempt),
+            "previous_diagnosis": previous.diagnosis if previous else "(none: first heal)",
+            "previous_diff": (previous.diff or "(no change)") if previous else "(none)",
+            "previous_error": str(prev_extra.get("failure") or "(none)"),
+            "home": str(sandbox.home),
+            "writable": sandbox.writable_summary(),
+            "max_tool_calls": str(self.cfg.max_tool_calls),
+            "now": _iso(self.now()),
+        }
+
+    # -- records -----------------------------------------------------------------------------------
+
+    def _backup_dir(self, task: Task, attempt: int, started: float) -> Path:
+        stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
+        base = self.config.logs_dir / "heal-backups" / task.id
+        path, n = base / f"{stamp}-{attempt}", 1
+        while path.exists():
+            n += 1
+            path = base / f"{stamp}-{attempt}.{n}"
+        return path
+
+    def _insert(self, task: Task, run_id: int, attempt: int, started: float,
+                record: HealRecord) -> int:
+        backup = str(record.backup_dir) if record.backup_dir else None
+        with Store(self.db_path) as store, store.write() as db:
+            cur = db.execute(
+                "INSERT INTO heals(task_id, run_id, attempt, created_at, diagnosis, diff,"
+                " backup_dir, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (task.id, run_id, attempt, started, record.diagnosis, record.diff, backup,
+                 record.outcome),
+            )
+            return int(cur.lastrowid or 0)
+
+    def _audit(self, task: Task, run_id: int, attempt: int, record: HealRecord,
+               started: float, sandbox: Sandbox | None) -> None:
+        line = {
+            "time": _iso(started), "task": task.id, "run_id": run_id, "attempt": attempt,
+            "outcome": record.outcome, "diagnosis": record.diagnosis, "diff": record.diff,
+            "changed": [sandbox.rel(p) for p in record.changed] if sandbox else [],
+            "backup_dir": str(record.backup_dir) if record.backup_dir else None,
+            **record.extra,
+        }
+        try:
+            append_jsonl(self.config.logs_dir / AUDIT_LOG, line)
+        except OSError as exc:
+            record.extra["audit_error"] = str(exc)
+
+
+_PLACEHOLDERS = (
+    "task_id", "title", "task_file", "task_text", "run_as", "command", "cwd", "exit_code",
+    "outcome", "error", "output_tail", "attempt", "previous_diagnosis", "previous_diff",
+    "previous_error", "home", "writable", "max_tool_calls", "now",
+)
+
+
+def _dispatch(sandbox: Sandbox, name: str, inputs: dict[str, Any]) -> str:
+    try:
+        if name == "read_file":
+            return sandbox.read_file(inputs.get("path"))
+        if name == "list_dir":
+            return sandbox.list_dir(inputs.get("path", "."))
+        if name == "replace_in_file":
+            return sandbox.replace_in_file(inputs.get("path"), inputs.get("old"),
+                                           inputs.get("new"))
+        if name == "write_file":
+            return sandbox.write_file(inputs.get("path"), inputs.get("content"))
+    except OSError as exc:  # permissions, a file vanishing: the model may try otherwise
+        raise Refused(f"{name} failed: {exc.strerror or exc}") from None
+    raise Refused(f"unknown tool {name!r}; use read_file, list_dir, replace_in_file, "
+                  "write_file or finish")
+
+
+def _result(tool_use_id: str, content: str, is_error: bool) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "content": content or "(empty)",
+            "is_error": is_error}
+
+
+def _note_refusal(extra: dict[str, Any], tool: str, inputs: dict[str, Any], reason: str) -> None:
+    refused = extra["refused"]
+    if len(refused) < MAX_AUDITED_REFUSALS:
+        path = inputs.get("path")
+        refused.append({"tool": tool, "path": path if isinstance(path, str) else None,
+                        "reason": reason})
+    else:
+        extra["refused_not_listed"] = extra.get("refused_not_listed", 0) + 1
+
+
+def _echo(block: Any) -> dict[str, Any] | None:
+    """An assistant block as sent back in the next request; huge inputs are shortened."""
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return {"type": "text", "text": block.text} if block.text else None
+    if kind == "tool_use":
+        inputs = block.input if isinstance(block.input, dict) else {}
+        short = {k: f"[{len(v)} characters omitted by mdcron]"
+                 if isinstance(v, str) and len(v) > ECHO_LIMIT else v for k, v in inputs.items()}
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": short}
+    return None
+
+
+def _clip(text: str) -> str:
+    if len(text) <= PROMPT_TEXT_LIMIT:
+        return text
+    return "[... earlier part cut]\n" + text[-PROMPT_TEXT_LIMIT:]
+
+
+def _roll_back(sandbox: Sandbox) -> list[str]:
+    changed = [sandbox.rel(p) for p in sandbox.changed()]
+    sandbox.roll_back()
+    return changed
+
+
+# --- budgets and probation -----------------------------------------------------------------------
+
+
+def heals_since(store: Store, task_id: str, since: float) -> int:
+    row = store.connect().execute(
+        "SELECT count(*) FROM heals WHERE task_id = ? AND created_at >= ?", (task_id, since)
+    ).fetchone()
+    return int(row[0])
+
+
+def start_probation(store: Store, task_id: str, now: float, days: float = 7.0) -> float:
+    """Put a healed task on probation until now + days; returns that instant."""
+    until = now + days * 86400
+    with store.write() as db:
+        db.execute("UPDATE task_state SET probation_until = ? WHERE task_id = ?", (until, task_id))
+    return until
+
+
+def on_probation(store: Store, task_id: str, now: float) -> bool:
+    row = store.connect().execute(
+        "SELECT probation_until FROM task_state WHERE task_id = ?", (task_id,)
+    ).fetchone()
+    return bool(row and row[0] is not None and row[0] > now)
+
+
+def end_probation(store: Store, task_id: str) -> None:
+    with store.write() as db:
+        db.execute("UPDATE task_state SET probation_until = NULL WHERE task_id = ?", (task_id,))
+
+
+def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, object]]:
+    """The newest heals of a task (for `show` and `history`)."""
+    cur = store.connect().execute(
+        "SELECT * FROM heals WHERE task_id = ? ORDER BY id DESC LIMIT ?", (task_id, limit)
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+# --- revert --------------------------------------------------------------------------------------
+
+
+def revert_heal(config: Config, store: Store, task_id: str, *, now: float | None = None,
+                force: bool = False) -> list[Path]:
+    """Restore the files the task's latest applied heal changed (atomically), mark the heal
+    `reverted` and audit it. RevertError when there is none, or when a file changed since the
+    heal (someone edited it; `force` overwrites)."""
+    row = store.connect().execute(
+        "SELECT id, backup_dir FROM heals WHERE task_id = ? AND outcome = 'changed'"
+        " AND backup_dir IS NOT NULL ORDER BY id DESC LIMIT 1", (task_id,)
+    ).fetchone()
+    if row is None:
+        raise RevertError(f"{task_id} has no applied heal to revert")
+    heal_id, backup = row[0], Path(row[1])
+    try:
+        manifest = json.loads((backup / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RevertError(f"the backup of heal {heal_id} cannot be read ({backup}): {exc}") from exc
+    home = Path(os.path.realpath(config.home))
+    plan: list[tuple[Path, bytes | None]] = []
+    conflicts = []
+    for entry in manifest.get("files", []):
+        rel = str(entry.get("path", ""))
+        target = Path(os.path.realpath(home / rel))
+        if not rel or rel.startswith("/") or not target.is_relative_to(home):
+            raise RevertError(f"the backup of heal {heal_id} names {rel!r}, outside the home")
+        data = (backup / rel).read_bytes() if entry.get("existed") else None
+        try:
+            current: bytes | None = target.read_bytes()
+        except FileNotFoundError:
+            current = None
+        now_sha = sha256(current) if current is not None else None
+        if now_sha != entry.get("after_sha256") and not force:
+            conflicts.append(rel)
+        plan.append((target, data))
+    if conflicts:
+        raise RevertError(f"{', '.join(conflicts)} changed since heal {heal_id}; not reverting "
+                          "(use --force to overwrite those edits)")
+    for target, data in plan:
+        if data is None:
+            try:
+                target.unlink()
+            except FileNotFoundError:
+                pass
+        else:
+            atomic_write_bytes(target, data)
+    with store.write() as db:
+        db.execute("UPDATE heals SET outcome = 'reverted' WHERE id = ?", (heal_id,))
+    append_jsonl(config.logs_dir / AUDIT_LOG, {
+        "time": _iso(now if now is not None else time.time()), "task": task_id,
+        "event": "revert", "heal_id": heal_id, "backup_dir": str(backup),
+        "restored": [str(t.relative_to(home)) for t, _ in plan], "forced": force,
+    })
+    return [t for t, _ in plan]
