@@ -166,6 +166,28 @@ def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body
         say(f"mdcron: could not record the {kind} alert: {exc!r}")
 
 
+def after_recovery(store: Store, config: Config, recovered: list, tasks: dict[str, Task],
+                   now: float, environ: Mapping[str, str], say: Say) -> None:
+    """Runs found crashed (their tick died) or killed as stale holders."""
+    for r in recovered:
+        task = tasks.get(r.task_id)
+        if task is None:
+            continue
+        status = Outcome.TIMEOUT if r.status is Outcome.TIMEOUT else Outcome.CRASHED
+        result = RunResult(status, fail_reason=r.reason)
+        kind = "timeout" if status is Outcome.TIMEOUT else "crashed"
+        if kind == "crashed" and task.notify_on not in ("failure", "always"):
+            continue
+        if kind == "timeout" and task.notify_on == "never":
+            continue
+        try:
+            _emit(store, config, Event(kind, task, result, next_step="the next fire runs as"
+                                       " usual"), now, environ, say)
+            store.set_alerted(task.id, True)
+        except Exception as exc:
+            say(f"mdcron: could not record alerts for {task.id}: {exc!r}")
+
+
 def resolve_reenabled(store: Store, tasks: list[Task], now: float) -> None:
     """A suspended task that a person enabled again: its incidents are over."""
     from .incidents import resolve_for_task
@@ -181,7 +203,12 @@ def resolve_reenabled(store: Store, tasks: list[Task], now: float) -> None:
 
 def finish_tick(store: Store, config: Config, now: float, failed: bool,
                 environ: Mapping[str, str], say: Say) -> None:
-    """Send what the outbox holds, then tell the dead man's switch we are alive."""
+    """Send what the outbox holds, then tell the dead man's switch we are alive. A tick with
+    an empty outbox and no heartbeat does not even import the notification code."""
+    waiting = store.connect().execute(
+        "SELECT 1 FROM outbox WHERE status IN ('pending', 'held') LIMIT 1").fetchone()
+    if not waiting and not config.raw.get("heartbeat_url"):
+        return
     from .notify import flush, heartbeat
 
     report = flush(store, config, now, environ)

@@ -120,7 +120,7 @@ def climb(
                            trigger)
             if record.outcome != "changed":
                 continue  # nothing to rerun; the ladder decides again with one more heal
-            out.task = _reload(out.task)
+            out.task = reload_task(out.task)
         attempt += 1
         remaining = max(1.0, deadline - time.monotonic())
         rerun_id = store.start_run(
@@ -168,7 +168,7 @@ def _heal(
     return record
 
 
-def _reload(task: Task) -> Task:
+def reload_task(task: Task) -> Task:
     """A heal may have edited the task file; run what the file now says (the healer has
     already checked that it still validates)."""
     from .config import load_config

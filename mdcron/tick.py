@@ -148,9 +148,12 @@ def run_tick(
             elif p.action == "run":
                 to_run.append((p.task, run_id))
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
+        if healer is None:
+            healer = default_healer(config, ctx.environ, store, now)
         report.ladders = _run_all(ctx, to_run, say, healer)
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
+        _aftermath(store, config, report, tasks, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
     return report
@@ -167,7 +170,14 @@ def _run_all(
         task, run_id = item
         with Store(ctx.config.db_path) as store:  # one connection per thread
             try:
-                outcome = execute_claimed(ctx, store, task, run_id, healer)
+                task, skip_reason = _read_comments(ctx, store, task)
+                if skip_reason is not None:
+                    store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
+                    result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
+                    outcome = LadderOutcome(task, result, Step.DONE, skip_reason,
+                                            steps=[(1, "run", result)])
+                else:
+                    outcome = execute_claimed(ctx, store, task, run_id, healer)
             except Exception as exc:  # one task's failure never ends the tick
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
@@ -181,6 +191,47 @@ def _run_all(
         return [one(item) for item in to_run]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
         return list(pool.map(one, to_run))
+
+
+def default_healer(config: Config, environ: dict[str, str], store: Store,
+                   now: float) -> Healer | None:
+    """Claude heals when a key is set; else no healer (the consecutive-failure rule)."""
+    from .claude import api_key
+
+    if not api_key(environ):
+        return None
+    from .heal import ClaudeHealer
+
+    return ClaudeHealer(config, environ, store, now)
+
+
+def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str | None]:
+    """Unread comments are read by Claude before the run: returns the task to run (an
+    `update` edits its file) and a skip reason for `skip` / `pause`."""
+    from .comments import check_comments
+
+    decision = check_comments(task, ctx.config, ctx.environ, store, ctx.clock.now())
+    if decision.action in ("skip", "pause"):
+        return task, f"comments: {decision.action} — {decision.reason}"
+    if decision.action == "update" and decision.applied_updates:
+        from .ladder import reload_task
+
+        return reload_task(task), None
+    return task, None
+
+
+def _aftermath(store: Store, config: Config, report: TickReport, tasks: list[Task], now: float,
+               environ: dict[str, str], say: Callable[[str], None]) -> None:
+    """Alerts and incidents for what happened, then the outbox and the heartbeat."""
+    from .aftermath import after_ladder, after_recovery, finish_tick, resolve_reenabled
+
+    for outcome in report.ladders:
+        after_ladder(store, config, outcome, now, environ, say)
+    if report.recovered:
+        after_recovery(store, config, report.recovered, {t.id: t for t in tasks}, now,
+                       environ, say)
+    resolve_reenabled(store, tasks, now)
+    finish_tick(store, config, now, report.exit_code != 0, environ, say)
 
 
 def describe_result(task: Task, result: RunResult) -> str:

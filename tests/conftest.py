@@ -18,6 +18,7 @@ SCHEDULER = REPO / "scheduler.py"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from fake_anthropic import fake_claude  # noqa: E402, F401  (fixture)
 from http_sink import http_sink_fixture  # noqa: E402, F401  (fixture `http_sink`)
 
 
