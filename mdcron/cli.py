@@ -71,6 +71,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("id")
     c.add_argument("--reason", default="by_choice",
                    choices=["by_choice", "paused", "retired", "auto_suspended"])
+    c = cmd("incidents", "open incidents (suspensions, timeouts, crashed ticks, duplicate ids)")
+    c.add_argument("--all", action="store_true", help="include resolved ones")
+    c.add_argument("--json", action="store_true")
+    c = cmd("resolve", "resolve an incident by hand")
+    c.add_argument("incident", type=int)
+    c = cmd("comment", "leave a comment on a task; Claude reads it before the next run")
+    c.add_argument("id")
+    c.add_argument("text")
+    c.add_argument("--author", help="default: $USER")
+    c = cmd("comments", "a task's comments and the scheduler's replies")
+    c.add_argument("id")
+    c.add_argument("--json", action="store_true")
+    c = cmd("revert-heal", "restore the files the task's last self-heal changed")
+    c.add_argument("id")
+    c.add_argument("--force", action="store_true", help="even if they changed since")
     return p
 
 
