@@ -39,6 +39,9 @@ HUNDRED_DUE_GOAL_MS = 1000.0
 LIST_GOAL_MS = 400.0
 GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specified at 1,000 tasks
 TIMEOUT_S = 600.0  # a child that runs longer than this is killed and its row marked FAILED
+# Children run as cron runs them: with Python's bytecode cache. PYTHONDONTWRITEBYTECODE in the
+# caller's environment would make every tick compile mdcron from source (--keep-env keeps it).
+CHILD_ENV: dict[str, str] | None = None
 
 
 def log(msg: str) -> None:
@@ -64,7 +67,8 @@ def spawn(argv: list[str], cwd: Path) -> Sample:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         epoch = time.time()
         t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                env=CHILD_ENV)
         timer = threading.Timer(TIMEOUT_S, proc.kill)
         timer.start()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -498,6 +502,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="smoke run: sizes 100,300, 3 runs, fixed scenarios at N=300")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--keep-env", action="store_true",
+                   help="children get the caller's environment as is (PYTHONDONTWRITEBYTECODE)")
     args = p.parse_args(argv)
     if args.runs is None:
         args.runs = 3 if args.quick else 7
@@ -539,6 +545,14 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"NOTE: --quick: sizes {args.sizes}, fixed scenarios at N={args.base_n}; "
                      "goals are for N=1000/10000 and are not judged here")
     print(f"runs per row: {args.runs} (median and min; one untimed warm-up per row)")
+    global CHILD_ENV
+    if not args.keep_env:
+        CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run([PY, "-m", "compileall", "-q", str(REPO / "mdcron")], env=CHILD_ENV,
+                       stdout=subprocess.DEVNULL, check=False)
+        if "PYTHONDONTWRITEBYTECODE" in os.environ:
+            notes.append("NOTE: bytecode cache on for the children (mdcron precompiled; "
+                         "PYTHONDONTWRITEBYTECODE dropped; --keep-env keeps it)")
     for note in notes:
         print(note)
     print(flush=True)

@@ -154,8 +154,9 @@ def open_incident(store: Store, config: Config, *, task_id: str | None, kind: st
 
 
 def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body: str,
-                    now: float, environ: Mapping[str, str], say: Say) -> None:
-    """Duplicate ids, a crashed tick: forced alert + incident, never raises."""
+                    now: float, environ: Mapping[str, str], say: Say) -> bool:
+    """Duplicate ids, a crashed tick: forced alert + incident, never raises. False when the
+    database could not take them."""
     from .notify import Alert, enqueue
 
     try:
@@ -164,13 +165,21 @@ def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body
                       now=now, environ=environ, say=say)
     except Exception as exc:
         say(f"mdcron: could not record the {kind} alert: {exc!r}")
+        return False
+    return True
 
 
-def after_recovery(store: Store, config: Config, recovered: list, tasks: dict[str, Task],
-                   now: float, environ: Mapping[str, str], say: Say) -> None:
+def after_recovery(store: Store, config: Config, recovered: list, now: float,
+                   environ: Mapping[str, str], say: Say) -> None:
     """Runs found crashed (their tick died) or killed as stale holders."""
+    from pathlib import Path
+
+    from .taskfile import load_task_file
+
+    states = store.task_states()
     for r in recovered:
-        task = tasks.get(r.task_id)
+        state = states.get(r.task_id)
+        task = load_task_file(Path(state.path), config)[0] if state and state.path else None
         if task is None:
             continue
         status = Outcome.TIMEOUT if r.status is Outcome.TIMEOUT else Outcome.CRASHED
@@ -188,17 +197,16 @@ def after_recovery(store: Store, config: Config, recovered: list, tasks: dict[st
             say(f"mdcron: could not record alerts for {task.id}: {exc!r}")
 
 
-def resolve_reenabled(store: Store, tasks: list[Task], now: float) -> None:
-    """A suspended task that a person enabled again: its incidents are over."""
+def resolve_reenabled(store: Store, now: float) -> None:
+    """A suspended task that a person enabled again (the tick has just observed its file):
+    its incidents are over."""
     from .incidents import resolve_for_task
 
-    open_ids = {
-        str(r[0]) for r in store.connect().execute(
-            "SELECT DISTINCT task_id FROM incidents WHERE status = 'open' AND kind = 'suspended'")
-    }
-    for task in tasks:
-        if task.id in open_ids and task.enabled:
-            resolve_for_task(store, task.id, now, "re-enabled")
+    enabled_again = [str(r[0]) for r in store.connect().execute(
+        "SELECT DISTINCT i.task_id FROM incidents i JOIN task_state s ON s.task_id = i.task_id"
+        " WHERE i.status = 'open' AND i.kind = 'suspended' AND s.enabled = 1")]
+    for task_id in enabled_again:
+        resolve_for_task(store, task_id, now, "re-enabled")
 
 
 def finish_tick(store: Store, config: Config, now: float, failed: bool,
@@ -217,3 +225,67 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
     error = heartbeat(config, failed, environ)
     if error:
         say(f"mdcron: heartbeat: {error}")
+
+
+DUPLICATE_ALERT_EVERY = 3600.0
+
+
+def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
+                  environ: Mapping[str, str], say: Say) -> None:
+    """Nothing runs while two files share an id: a forced alert naming both files, at most
+    once an hour (or when the set of duplicates changes), and an incident. Never raises."""
+    import hashlib
+    import json
+
+    lines = [f"id {task_id!r}: " + " and ".join(str(p) for p in paths)
+             for task_id, paths in sorted(duplicates.items())]
+    body = ("Two task files share an id, so the tick runs nothing until one is renamed:\n"
+            + "\n".join(lines))
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    try:
+        with Store(config.db_path) as store:
+            last = json.loads(store.get_meta("duplicate_alert") or "{}")
+            due = last.get("digest") != digest or now - float(last.get("at", 0)) >= (
+                DUPLICATE_ALERT_EVERY)
+            if due:
+                store.set_meta("duplicate_alert", json.dumps({"digest": digest, "at": now}))
+                from .notify import Alert, enqueue
+
+                enqueue(store, config, Alert("duplicate_id", None,
+                                             "mdcron: duplicate task ids, nothing runs", body,
+                                             forced=True), now)
+            open_incident(store, config, task_id=None, kind="duplicate_id", error=body,
+                          output_tail=None, now=now, environ=environ, say=say)
+            finish_tick(store, config, now, True, environ, say)
+    except Exception as exc:
+        say(f"mdcron: could not record the duplicate-id alert: {exc!r}")
+
+
+def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, str],
+                 say: Say) -> None:
+    """The tick itself failed: forced alert 'tick crashed, tasks are not running' and an
+    incident, sent at once. Never raises (it is already the error path). When the database
+    cannot take the alert (damaged, read-only: often why the tick crashed), it goes directly."""
+    from .doctor import database_check
+
+    check = database_check(config.home)
+    if check.status == "fail":  # say what is wrong with it and how to recover
+        say(f"mdcron: {check.detail}; fix: {check.fix}")
+        error = f"{error}\n{check.detail}\nfix: {check.fix}"
+    recorded = False
+    try:
+        with Store(config.db_path) as store:
+            recorded = scheduler_alert(store, config, kind="tick_crashed",
+                                       title="mdcron: tick crashed, tasks are not running",
+                                       body=f"The tick failed with:\n{error[-3000:]}", now=now,
+                                       environ=environ, say=say)
+            if recorded:
+                finish_tick(store, config, now, True, environ, say)
+    except Exception as exc:
+        say(f"mdcron: could not record the crash alert: {exc!r}")
+    if not recorded:
+        from .doctor import store_error_alert
+
+        problem = "the tick crashed and the state database could not record it"
+        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ):
+            say(f"mdcron: {line}")

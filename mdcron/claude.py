@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config
-from .outcome import Outcome, RunResult
+from .outcome import Outcome, RunResult, envelope_error
 from .problems import Problem
 from .task import Task
 from .units import DurationError, parse_duration
@@ -35,7 +35,6 @@ from .units import DurationError, parse_duration
 DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 NO_KEY = "no ANTHROPIC_API_KEY in the scheduler's environment"
-MAX_REASON = 2000  # characters of fail_reason taken from a JSON error envelope
 MAX_RETRY_AFTER = 60.0  # a longer retry-after is not waited for: the attempt fails
 MAX_BACKOFF = 30.0
 _TRANSIENT = frozenset({408, 409, 429})
@@ -280,24 +279,10 @@ def reply_text(message: Any) -> str:
 # --- run_as: claude ---------------------------------------------------------------------------
 
 
-def envelope_error(text: str) -> str | None:
-    """The error of a last non-empty line that is a JSON object with "status": "error"."""
+def last_line_error(text: str) -> str | None:
+    """The error envelope on the reply's last non-empty line, if any."""
     lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return None
-    last = lines[-1].strip()
-    try:
-        data = json.loads(last)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("status") != "error":
-        return None
-    for key in ("error", "message"):
-        value = data.get(key)
-        if isinstance(value, str) and value.strip():
-            last = value.strip()
-            break
-    return last if len(last) <= MAX_REASON else last[: MAX_REASON - 1] + "…"
+    return envelope_error(lines[-1]) if lines else None
 
 
 def run_claude_task(
@@ -322,7 +307,7 @@ def run_claude_task(
         if not text.strip():
             reason = f"Claude returned an empty reply (stop_reason {message.stop_reason})"
         else:
-            reason = envelope_error(text)
+            reason = last_line_error(text)
     except ClaudeError as exc:
         reason = str(exc)
     except Exception as exc:  # a bug of ours or the SDK's must not end the tick

@@ -1,30 +1,39 @@
 """Commands: parse arguments, call one core function, print, return an exit code.
 
 Exit status: 0 fine, 1 the command found a problem, 2 usage or configuration error.
+
+Cron starts `tick` every minute and most ticks have nothing to do, so `tick` first tries the
+idle fast path (fastpath.py: stdlib only, no argparse); everything else is imported when needed.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 
-from .clock import Clock, parse_instant, to_dt
-from .config import Config, ConfigError, load_config
-from .store import StoreError
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from .clock import Clock
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
 
 def default_home() -> Path:
     """$MDCRON_HOME, else the folder holding scheduler.py (the package's parent)."""
+    from pathlib import Path
+
     env = os.environ.get("MDCRON_HOME")
     return Path(env) if env else Path(__file__).resolve().parent.parent
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    from pathlib import Path
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", type=Path, default=argparse.SUPPRESS,
                         help="folder with tasks/, logs/, state/ (env MDCRON_HOME)")
@@ -83,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("comments", "a task's comments and the scheduler's replies")
     c.add_argument("id")
     c.add_argument("--json", action="store_true")
+    c = cmd("doctor", "check the home: permissions, database, crontab line, config,"
+            " destinations, API key; print each problem with its fix")
+    c.add_argument("--json", action="store_true")
     c = cmd("revert-heal", "restore the files the task's last self-heal changed")
     c.add_argument("id")
     c.add_argument("--force", action="store_true", help="even if they changed since")
@@ -90,24 +102,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    idle = _idle_tick(argv)
+    if idle is not None:
+        return idle
+    from pathlib import Path
+
+    from . import commands, fastpath
+    from .config import ConfigError, load_config
+    from .store import StoreError
+
     args = build_parser().parse_args(argv)
     home = Path(getattr(args, "home", None) or default_home()).resolve()
-    from . import commands
-
     handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
+    if args.command == "doctor":  # before load_config: it reports a broken config itself
+        return handler(home, args)
+    text = fastpath.config_text(str(home))  # before load_config: the cache key is these bytes
     try:
         config, warnings = load_config(home)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"mdcron: {problem}", file=sys.stderr)
         print("mdcron: fix the config file; nothing was run.", file=sys.stderr)
+        if args.command == "tick" and not args.dry_run:
+            from .doctor import config_error_alert
+
+            for line in config_error_alert(home, exc.problems, dict(os.environ)):
+                print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
+    fastpath.note_config(config, text)
     if args.command == "validate":
         return handler(config, args, warnings)
     try:
         return handler(config, args)
     except StoreError as exc:
         print(f"mdcron: {exc}", file=sys.stderr)
+        if args.command == "tick" and not args.dry_run:
+            from .doctor import store_error_alert
+
+            for line in store_error_alert(config, str(exc), dict(os.environ)):
+                print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
     except UsageError as exc:
         print(f"mdcron: {exc}", file=sys.stderr)
@@ -120,6 +154,8 @@ class UsageError(Exception):
 
 def clock_from(value: str | None) -> Clock:
     """The real clock, read once here, unless an instant is given (--now / --at)."""
+    from .clock import Clock, parse_instant
+
     if not value:
         return Clock.real()
     try:
@@ -128,4 +164,61 @@ def clock_from(value: str | None) -> Clock:
         raise UsageError(f"not an ISO-8601 instant: {value!r} ({exc})") from exc
 
 
-__all__ = ["main", "Config", "to_dt"]
+def _idle_tick(argv: list[str]) -> int | None:
+    """`tick [--home DIR] [--now ISO] [--dry-run]`, spelled exactly so, through
+    fastpath.idle_tick. None for anything else (argparse then parses and reports it as always)
+    and whenever the tick may have work: then the full tick runs."""
+    if "tick" not in argv:
+        return None
+    home = when = None
+    dry_run = seen_tick = False
+    rest = iter(argv)
+    for arg in rest:
+        name, eq, value = arg.partition("=")
+        if arg == "tick" and not seen_tick:
+            seen_tick = True
+        elif arg == "--dry-run" and seen_tick and not dry_run:
+            dry_run = True
+        elif name in ("--home", "--now"):
+            value = value if eq else next(rest, "")
+            if not value or value.startswith("-") or (name == "--now" and not seen_tick):
+                return None
+            if name == "--home":
+                if home is not None:
+                    return None
+                home = value
+            elif when is not None:
+                return None
+            else:
+                when = value
+        else:
+            return None
+    if not seen_tick:
+        return None
+    import time
+
+    started = time.monotonic()
+    if when is None:
+        now = time.time()
+    else:  # as clock.parse_instant, but a naive instant (local zone) takes the full path
+        from datetime import datetime
+
+        try:
+            instant = datetime.fromisoformat(when.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if instant.utcoffset() is None:
+            return None
+        now = instant.timestamp()
+    if home is None:
+        home = os.environ.get("MDCRON_HOME") or os.path.dirname(
+            os.path.dirname(os.path.realpath(__file__)))
+    from . import fastpath
+
+    try:
+        return fastpath.idle_tick(os.path.realpath(home), now, dry_run, started)
+    except Exception:  # anything unexpected: the full tick decides, and reports
+        return None
+
+
+__all__ = ["main"]

@@ -15,10 +15,29 @@ from .units import format_duration
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
+    from .aftermath import duplicate_ids, tick_crashed
+    from .store import StoreError
     from .tick import describe_result, run_tick
 
     clock = clock_from(args.now)
-    report = run_tick(config, clock, dry_run=args.dry_run, say=lambda line: print(line, flush=True))
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        report = run_tick(config, clock, dry_run=args.dry_run, say=say)
+    except StoreError:
+        raise  # a clear message and exit 2 from main(); the database cannot hold an alert
+    except Exception:
+        import traceback
+
+        error = traceback.format_exc()
+        print(f"mdcron: tick crashed, tasks are not running:\n{error}", file=sys.stderr)
+        if not args.dry_run:
+            tick_crashed(config, error, clock.now(), dict(os.environ), say)
+        return PROBLEM
+    if report.duplicates and not args.dry_run:
+        duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
             print(f"mdcron: {problem} (task skipped)", file=sys.stderr)
@@ -88,6 +107,8 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return OK
+    for note in _notes(config, rows, now):
+        print(f"mdcron: {note}", file=sys.stderr)
     if not rows:
         print(f"no task files in {config.tasks_dir}")
         return OK
@@ -110,6 +131,35 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         ],
     )
     return OK
+
+
+STALE_TICK = 300.0  # seconds without a tick before `list` warns
+
+
+def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
+    """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
+    notes = []
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            last = store.get_meta("last_tick")
+        if last is not None and now - float(last) > STALE_TICK:
+            notes.append(f"the last tick ran {format_duration(now - float(last))} ago: is the"
+                         " crontab line still there? (see README, 'Two commands')")
+    notes.extend(_claude_notes(config))
+    return notes
+
+
+def _claude_notes(config: Config) -> list[str]:
+    from .taskfile import load_tasks
+
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return []
+    tasks, _ = load_tasks(config)
+    claude = [t.id for t in tasks if t.run_as == "claude"]
+    if claude:
+        return [f"ANTHROPIC_API_KEY is not set: Claude tasks ({', '.join(claude)}) will fail,"
+                " self-heal is off and comments stay unread"]
+    return []
 
 
 def _history_json(row: dict) -> dict:
@@ -144,12 +194,24 @@ def cmd_history(config: Config, args: argparse.Namespace) -> int:
                 r["id"], r["task_id"], short_time(r["scheduled_for"]), r["trigger"], r["attempt"],
                 r["kind"], short_time(r["started_at"]),
                 format_duration(r["duration_ms"] / 1000) if r["duration_ms"] is not None else "",
-                status_style(r["status"]), r["exit_code"], r["error"] or "",
+                status_style(r["status"]), r["exit_code"], _error_text(r),
             )
             for r in rows
         ],
     )
     return OK
+
+
+def _error_text(row: dict) -> str:
+    """The error column; a heal row shows its diagnosis."""
+    if row.get("kind") == "heal" and row.get("extra"):
+        import json
+
+        try:
+            return "heal: " + str(json.loads(str(row["extra"])).get("diagnosis", ""))[:300]
+        except ValueError:
+            pass
+    return str(row.get("error") or "")
 
 
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
@@ -200,6 +262,8 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
     for task in tasks:
         if task.command and (warning := bypasses_claude_isolation(task.command)):
             problems.append(Problem(task.path, warning, key="command", severity="warning"))
+    for note in _claude_notes(config):
+        problems.append(Problem(config.tasks_dir, note, severity="warning"))
     errors = [p for p in problems if p.severity == "error"]
     if args.json:
         print_json({"tasks": len(tasks), "errors": len(errors),
@@ -233,15 +297,19 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
 
     task = _load_task(config, args.id)
     runs: list[dict] = []
+    heals: list[dict] = []
     state = None
     if config.db_path.exists():
         with Store(config.db_path) as store:
             runs = store.history(10, task.id)
             state = store.task_states().get(task.id)
+            from .heal import heal_history
+
+            heals = heal_history(store, task.id, 3)
     fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
     if args.json:
         print_json({"task": fields, "state": asdict(state) if state else None,
-                    "runs": [_history_json(r) for r in runs]})
+                    "runs": [_history_json(r) for r in runs], "heals": heals})
         return OK
     for key, value in fields.items():
         if value not in (None, "", (), [], {}):
@@ -251,7 +319,12 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     if runs:
         table(None, ["run", "slot", "attempt", "kind", "status", "error"],
               [(r["id"], short_time(r["scheduled_for"]), r["attempt"], r["kind"],
-                status_style(r["status"]), r["error"] or "") for r in runs])
+                status_style(r["status"]), _error_text(r)) for r in runs])
+    for heal in heals:
+        print(f"\nheal #{heal['id']} ({heal['outcome']}, {short_time(heal['created_at'])}):"
+              f" {heal.get('diagnosis') or ''}")
+        if heal.get("diff"):
+            print(heal["diff"])
     return OK
 
 
@@ -389,3 +462,16 @@ def cmd_revert_heal(config: Config, args: argparse.Namespace) -> int:
     for path in restored:
         print(f"restored {path}")
     return OK
+
+
+def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config: it may not load)
+    """Check the home and print what is wrong with the fix for each; exit 1 on any failure."""
+    from .doctor import print_checks, run_doctor
+    from .render import print_json
+
+    checks = run_doctor(home, dict(os.environ))
+    if args.json:
+        print_json([c.to_json() for c in checks])
+    else:
+        print_checks(checks)
+    return PROBLEM if any(c.status == "fail" for c in checks) else OK

@@ -15,6 +15,8 @@ The layout rules (shared with taskfile.py, which reads the same files):
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import re
 import stat
@@ -266,10 +268,14 @@ def _load_mapping(text: str) -> dict:
     return data
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` (UTF-8, line endings as given) so a crash leaves either the old
+def write_atomic(path: Path, text: str | bytes, *, unless_changed: bytes | None = None) -> bool:
+    """Replace `path` with `text` (str as UTF-8, or bytes) so a crash leaves either the old
     or the new file: temp file in the same folder, fsync, rename, fsync the folder. A symlink is
-    followed (the target is replaced, the link stays); the file's mode and owner are kept."""
+    followed (the target is replaced, the link stays); the file's mode and owner are kept.
+
+    With `unless_changed` (the bytes the new text was made from), the file is replaced only if
+    it still holds them at the moment of the rename; else it is left as it is (a person saved
+    it meanwhile) and False comes back. See _swap_in for how that moment is made atomic."""
     target = Path(os.path.realpath(path))
     folder = target.parent
     try:
@@ -279,7 +285,8 @@ def write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
+            data = text.encode("utf-8") if isinstance(text, str) else text
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
             if old is not None:
@@ -291,7 +298,10 @@ def write_atomic(path: Path, text: str) -> None:
                         pass
             else:
                 os.fchmod(handle.fileno(), 0o644)
-        os.replace(tmp, target)
+        if unless_changed is None:
+            os.replace(tmp, target)
+        elif not _swap_in(tmp, str(target), unless_changed, data):
+            return False
     except BaseException:
         try:
             os.unlink(tmp)
@@ -308,6 +318,86 @@ def write_atomic(path: Path, text: str) -> None:
         pass
     finally:
         os.close(dir_fd)
+    return True
+
+
+def _read_or_none(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _swap_in(tmp: str, target: str, expected: bytes, ours: bytes) -> bool:
+    """Move `tmp` (holding `ours`) onto `target` only if `target` still holds `expected`.
+
+    A compare followed by a rename leaves a window in which a person's save is overwritten. So
+    the two files are swapped atomically (renameat2 RENAME_EXCHANGE) and what was swapped out is
+    compared afterwards: if it is not what the edit was made from, the person saved meanwhile
+    and their file is swapped back. On a system or filesystem without the exchange, compare and
+    rename (a save in the microseconds between them would be lost). `tmp` is gone afterwards."""
+    if not _exchange(tmp, target):
+        if _read_or_none(target) != expected:
+            os.unlink(tmp)
+            return False
+        os.replace(tmp, target)
+        return True
+    if _read_or_none(tmp) == expected:
+        os.unlink(tmp)
+        return True
+    _exchange(tmp, target)  # theirs back in place; tmp holds ours again ...
+    if _read_or_none(tmp) != ours:  # ... unless they saved once more: that newer save is theirs
+        _exchange(tmp, target)
+    os.unlink(tmp)
+    return False
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: str, b: str) -> bool:
+    """Swap two paths atomically. False (nothing done) when the system cannot."""
+    function = _renameat2()
+    if function is None:
+        return False
+    import ctypes
+
+    if function(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+        return False  # no renameat2, or a filesystem without RENAME_EXCHANGE
+    raise OSError(error, os.strerror(error), b)
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2():  # -> the libc function, or None
+    try:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+SAVE_SETTLE = 0.05  # seconds a file that does not parse is given to finish being saved
+
+
+def _changes(path: Path, raw: bytes) -> bool:
+    """Whether the file holds other bytes than `raw` now or very soon: an editor that writes in
+    place truncates first, so a file read empty or cut short is usually half-way through a save."""
+    import time
+
+    if Path(path).read_bytes() != raw:
+        return True
+    time.sleep(SAVE_SETTLE)
+    return Path(path).read_bytes() != raw
 
 
 def edit_task_file(
@@ -318,15 +408,22 @@ def edit_task_file(
     The file's current content is always the base: when it differs from `expected` (the text the
     caller read earlier), a person edited it since, and their edit wins; our keys go on top. The
     result must parse to the old mapping plus `updates`, else EditError and the file is untouched.
-    If the file changes between our read and our write, the edit is redone on the newer text."""
+    If the file changes between our read and our write (up to the rename itself: see
+    _swap_in), or is read half-saved, the edit is redone on the newer text."""
     del expected  # the current file is the base either way; see the docstring
-    for _attempt in range(3):
+    for _attempt in range(5):
         raw = Path(path).read_bytes()
         try:
             current = raw.decode("utf-8")
+            before = _load_mapping(current)
         except UnicodeDecodeError as exc:
+            if _changes(path, raw):
+                continue  # read in the middle of a save: read the saved file
             raise EditError(f"{path} is not UTF-8 text; not editing it") from exc
-        before = _load_mapping(current)
+        except EditError:
+            if _changes(path, raw):
+                continue  # read in the middle of a save (an editor writing in place)
+            raise
         new = set_keys(current, updates)
         wanted = dict(before)
         for key, value in updates.items():
@@ -343,8 +440,7 @@ def edit_task_file(
             raise EditError(f"the edit of {path} would not read back as intended (keys {changed})")
         if new == current:
             return current
-        if Path(path).read_bytes() != raw:
-            continue  # edited meanwhile: start again from the newer text
-        write_atomic(Path(path), new)
-        return new
+        if write_atomic(Path(path), new, unless_changed=raw):
+            return new
+        # saved by someone between our read and our write: start again from their text
     raise EditError(f"{path} keeps changing while we edit it; try again")

@@ -29,8 +29,6 @@ import hashlib
 import json
 import os
 import re
-import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,26 +105,10 @@ def sha256(data: bytes) -> str:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Like frontmatter_edit.write_atomic, for bytes (backups may not be UTF-8)."""
-    target = Path(os.path.realpath(path))
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Bytes through the one atomic writer (backups may not be UTF-8)."""
+    from .frontmatter_edit import write_atomic
+
+    write_atomic(path, data)
 
 
 @dataclass

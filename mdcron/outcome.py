@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -30,3 +31,24 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.SUCCESS
+
+
+MAX_REASON = 2000  # characters of fail_reason taken from a JSON error envelope
+
+
+def envelope_error(line: str) -> str | None:
+    """The core's error envelope: a last output line that is a JSON object with
+    "status": "error" makes a run fail, with its "error" (or "message") as the reason."""
+    text = line.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("status") != "error":
+        return None
+    for key in ("error", "message"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            text = value.strip()
+            break
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"

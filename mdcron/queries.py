@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -21,18 +21,23 @@ class Loaded:
     problems: list[Problem]
     states: dict[str, TaskState]
     last_runs: dict[str, dict[str, object]]
+    due: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # cache.due_hints
 
 
 def load_all(config: Config) -> Loaded:
-    from .taskfile import load_tasks
+    """Task files through the cache (cache.py): only changed files are parsed."""
+    from .cache import load
 
-    tasks, problems = load_tasks(config)
+    view = load(config)
+    tasks = [t for e in view.valid if (t := view.task(e)) is not None]
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
     if config.db_path.exists():
         with Store(config.db_path) as store:
             states, last = store.task_states(), store.last_runs()
-    return Loaded(tasks, problems, states, last)
+            view.save(store)
+    view.close()
+    return Loaded(tasks, view.problems, states, last, view.due_hints(states))
 
 
 def zone_name(task: Task, config: Config) -> str:
@@ -41,11 +46,18 @@ def zone_name(task: Task, config: Config) -> str:
     return task.timezone or config.timezone or str(resolve_zone(None))
 
 
-def next_fire(task: Task, config: Config, now: float) -> datetime | None:
+def next_fire(task: Task, config: Config, now: float,
+              due: tuple[float, float | None] | None = None) -> datetime | None:
+    """The first fire after now. `due`: the cache's (floor, next_due), the first fire after
+    floor: when floor <= now < next_due it is also the first fire after now."""
     from .tick import schedule_of
 
     if not task.enabled:
         return None
+    if due is not None:
+        floor, first = due
+        if floor <= now and (first is None or now + 1e-6 < first):
+            return to_dt(first) if first is not None else None
     return schedule_of(task, config).next_after(to_dt(now))
 
 
@@ -60,7 +72,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             continue
         last = loaded.last_runs.get(task.id) or {}
         state = loaded.states.get(task.id)
-        nxt = next_fire(task, config, now)
+        nxt = next_fire(task, config, now, loaded.due.get(task.id))
         rows.append({
             "id": task.id,
             "title": task.title,

@@ -18,7 +18,6 @@ run comes back as a RunResult.
 from __future__ import annotations
 
 import errno
-import json
 import math
 import os
 import selectors
@@ -30,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .outcome import Outcome, RunResult
+from .outcome import Outcome, RunResult, envelope_error
 from .task import Task
 from .units import format_duration
 
@@ -40,7 +39,6 @@ CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that 
 DRAIN_LIMIT = 2.0  # how long output may keep flowing after the leader exits or the group dies
 KILL_SETTLE = 1.0  # how long to wait for a group to vanish after SIGKILL
 POLL = 0.05  # how often the leader's exit and the group's liveness are checked
-MAX_REASON = 2000  # characters of fail_reason taken from a JSON error envelope
 
 
 class RunnerError(Exception):
@@ -317,23 +315,6 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _envelope_error(line: bytes) -> str | None:
-    """The error text when the line is a JSON object with "status": "error", else None."""
-    text = line.decode("utf-8", errors="replace").strip()
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or data.get("status") != "error":
-        return None
-    for key in ("error", "message"):
-        value = data.get(key)
-        if isinstance(value, str) and value.strip():
-            text = value.strip()
-            break
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
-
-
 def run_command(
     spec: CommandSpec,
     *,
@@ -497,7 +478,7 @@ class _Run:
         else:
             outcome, reason = Outcome.SUCCESS, None
             if out.last_line is not None and out.last_line_ok:
-                reason = _envelope_error(out.last_line)
+                reason = envelope_error(out.last_line.decode("utf-8", errors="replace"))
                 if reason is not None:
                     outcome = Outcome.FAILED
         return RunResult(

@@ -19,7 +19,7 @@ from pathlib import Path
 from .clock import minute_floor
 from .outcome import Outcome, RunResult
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Each entry migrates from version i to i+1. Append, never edit a shipped step.
 _MIGRATIONS: list[str] = [
@@ -125,6 +125,42 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX comments_unread ON comments(task_id) WHERE read_at IS NULL;
     ALTER TABLE task_state ADD COLUMN alerted INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE task_state ADD COLUMN probation_until REAL;
+    """,
+    # 3: the task-file cache (cache.py, fastpath.py). A cache only: deleting its rows is safe.
+    # Any change to a row that cache.save did not make leaves meta cache_sealed = 0: rebuilt.
+    """
+    CREATE TABLE task_cache (
+        path TEXT PRIMARY KEY,            -- the task file, absolute
+        size INTEGER NOT NULL,            -- its stat when it was read ...
+        mtime_ns INTEGER NOT NULL,
+        ino INTEGER NOT NULL,
+        ctime_ns INTEGER NOT NULL,
+        read_ns INTEGER NOT NULL,         -- ... and the real time just before (racy rule)
+        deps TEXT NOT NULL DEFAULT '',    -- outside paths its checks looked at; '*': always read
+        task_id TEXT,                     -- NULL: the file has errors
+        enabled INTEGER NOT NULL DEFAULT 0,
+        problems TEXT,                    -- JSON; NULL when none
+        next_due REAL,                    -- first fire that could run; NULL: none (if due_nb set)
+        due_last REAL,                    -- task_state.last_slot next_due was computed from
+        due_nb REAL,                      -- task_state.not_before it came from; NULL: not yet
+        due_zone TEXT NOT NULL DEFAULT '' -- the system zone it depends on; '': none
+    );
+    CREATE INDEX task_cache_ids ON task_cache(task_id) WHERE task_id IS NOT NULL;
+    CREATE INDEX task_cache_problems ON task_cache(path) WHERE problems IS NOT NULL;
+    CREATE TRIGGER task_cache_insert AFTER INSERT ON task_cache BEGIN
+        UPDATE meta SET value = '0' WHERE key = 'cache_sealed';
+    END;
+    CREATE TRIGGER task_cache_update AFTER UPDATE ON task_cache BEGIN
+        UPDATE meta SET value = '0' WHERE key = 'cache_sealed';
+    END;
+    CREATE TRIGGER task_cache_delete AFTER DELETE ON task_cache BEGIN
+        UPDATE meta SET value = '0' WHERE key = 'cache_sealed';
+    END;
+    CREATE TABLE task_cache_data (
+        path TEXT PRIMARY KEY,
+        task TEXT NOT NULL,               -- JSON of the Task
+        crc INTEGER NOT NULL
+    );
     """,
 ]
 

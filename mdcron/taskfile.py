@@ -207,6 +207,15 @@ _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default i
 # --- reading --------------------------------------------------------------------------------
 
 
+_LONG_WORD = re.compile(r"\S{120,}")
+
+
+def _clip(message: str) -> str:
+    """Messages quote values (a schedule, a path); a huge value must not make a huge message
+    in the cron log: any run of 120+ characters without a space keeps its start and length."""
+    return _LONG_WORD.sub(lambda m: f"{m[0][:60]}…({len(m[0])} characters)", message)
+
+
 class _Report:
     """Problems of one file, with the line of each top-level key."""
 
@@ -218,11 +227,12 @@ class _Report:
 
     def error(self, message: str, key: str | None = None, line: int | None = None) -> None:
         line = line if line is not None else self.lines.get(key or "")
-        self.problems.append(Problem(self.path, message, key=key, line=line))
+        self.problems.append(Problem(self.path, _clip(message), key=key, line=line))
 
     def warn(self, message: str, key: str | None = None) -> None:
         line = self.lines.get(key or "")
-        self.problems.append(Problem(self.path, message, key=key, line=line, severity="warning"))
+        self.problems.append(Problem(self.path, _clip(message), key=key, line=line,
+                                     severity="warning"))
 
     @property
     def failed(self) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,28 +112,37 @@ def run_tick(
     say: Callable[[str], None] = print,
     healer: Healer | None = None,
 ) -> TickReport:
-    """One pass. `healer` replaces the default (Claude, when a key is set) — for tests."""
-    from .taskfile import find_duplicate_ids, load_tasks
+    """One pass. `healer` replaces the default (Claude, when a key is set) — for tests.
+
+    Task files come through the cache (cache.py): only changed files are parsed, and only
+    candidates (cached next_due <= now) become Task objects and go through decide()."""
+    from .cache import load, task_states
 
     now = clock.now()
     report = TickReport(now=now)
-    tasks, report.problems = load_tasks(config)
-    report.tasks = len(tasks)
-    report.duplicates = find_duplicate_ids(tasks)
+    view = load(config)
+    report.problems = view.problems
+    report.tasks = len(view.valid)
+    report.duplicates = view.duplicates()
     if report.duplicates:
+        view.close()
         return report  # nothing runs while two files claim one id
 
     if dry_run:
-        states = _read_states_if_any(config)
-        report.planned = plan(tasks, _as_observed(tasks, states, now), config, now)
+        candidates, states = view.dry_run(now)
+        view.close()
+        report.planned = plan(candidates, states, config, now)
         return report
 
     owner = current_owner()
     with Store(config.db_path) as store:
         report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
-        states = store.observe(((t.id, t.enabled, str(t.path)) for t in tasks), now)
-        report.planned = plan(tasks, states, config, now)
+        rows = view.observe(store, now)
+        candidates = view.candidates(rows, now)
+        report.planned = plan(candidates, task_states(rows, candidates), config, now)
+        view.claimed([(p.task, p.slot) for p in report.planned], rows)
+        view.save(store)
         claims = [
             (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
             for p in report.planned
@@ -153,7 +161,7 @@ def run_tick(
         report.ladders = _run_all(ctx, to_run, say, healer)
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
-        _aftermath(store, config, report, tasks, clock.now(), ctx.environ, say)
+        _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
     return report
@@ -189,6 +197,8 @@ def _run_all(
     workers = max(1, min(ctx.config.max_parallel, len(to_run)))
     if workers == 1:
         return [one(item) for item in to_run]
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
         return list(pool.map(one, to_run))
 
@@ -220,7 +230,7 @@ def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str
     return task, None
 
 
-def _aftermath(store: Store, config: Config, report: TickReport, tasks: list[Task], now: float,
+def _aftermath(store: Store, config: Config, report: TickReport, now: float,
                environ: dict[str, str], say: Callable[[str], None]) -> None:
     """Alerts and incidents for what happened, then the outbox and the heartbeat."""
     from .aftermath import after_ladder, after_recovery, finish_tick, resolve_reenabled
@@ -228,9 +238,8 @@ def _aftermath(store: Store, config: Config, report: TickReport, tasks: list[Tas
     for outcome in report.ladders:
         after_ladder(store, config, outcome, now, environ, say)
     if report.recovered:
-        after_recovery(store, config, report.recovered, {t.id: t for t in tasks}, now,
-                       environ, say)
-    resolve_reenabled(store, tasks, now)
+        after_recovery(store, config, report.recovered, now, environ, say)
+    resolve_reenabled(store, now)
     finish_tick(store, config, now, report.exit_code != 0, environ, say)
 
 
@@ -252,13 +261,6 @@ def describe_outcome(outcome: LadderOutcome) -> str:
     return text
 
 
-def _read_states_if_any(config: Config) -> dict[str, TaskState]:
-    if not config.db_path.exists():
-        return {}
-    with Store(config.db_path) as store:
-        return store.task_states()
-
-
 def _as_observed(
     tasks: list[Task], states: dict[str, TaskState], now: float
 ) -> dict[str, TaskState]:
@@ -276,9 +278,9 @@ def _as_observed(
 
 def _problems_changed(store: Store, problems: list[Problem]) -> bool:
     """Report broken files when they change, not every minute into the cron log."""
-    import hashlib
+    from .cache import problems_digest
 
-    digest = hashlib.sha256("\n".join(sorted(map(str, problems))).encode()).hexdigest()
+    digest = problems_digest(problems)
     if store.get_meta("problems_digest") == digest:
         return False
     store.set_meta("problems_digest", digest)

@@ -17,7 +17,7 @@ from mdcron.claude import (
     DEFAULT_MODEL,
     ClaudeConfig,
     TemplateError,
-    envelope_error,
+    last_line_error,
     parse_claude_config,
     render_template,
     run_claude_task,
@@ -96,10 +96,10 @@ def test_json_error_envelope_fails(fake_claude, config, home):
 
 
 def test_envelope_rules():
-    assert envelope_error('{"status": "error", "message": "m"}') == "m"
-    assert envelope_error('{"status": "ok"}') is None
-    assert envelope_error('{"status": "error"}\nlater text') is None
-    assert envelope_error("") is None
+    assert last_line_error('{"status": "error", "message": "m"}') == "m"
+    assert last_line_error('{"status": "ok"}') is None
+    assert last_line_error('{"status": "error"}\nlater text') is None
+    assert last_line_error("") is None
 
 
 def test_rate_limit_then_success(fake_claude, config, home):

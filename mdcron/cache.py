@@ -1,0 +1,496 @@
+"""The task-file cache: read a task file when it changes, not every minute.
+
+Per task file the state database keeps (tables task_cache and task_cache_data, schema 3):
+  - the file's stat when it was read (size, mtime_ns, inode, ctime_ns) and the real time just
+    before (read_ns, for the racy rule in fastpath.racy);
+  - what reading it gave: the id and enabled flag, the problems (JSON), the Task (JSON), and the
+    outside paths its checks looked at (deps: a cwd, a script), to see when they move;
+  - next_due: the first fire strictly after max(last_slot, not_before - 1 µs), the earliest slot
+    decide() could run, with the (last_slot, not_before, system zone) it was computed from.
+A row counts while its file's stat is unchanged and not racily clean, its deps resolve as before
+and meta cache_key (cache format, version, code, scheduler.yaml, $HOME) still holds; next_due
+counts while task_state still holds the values it came from. Only candidates (next_due <= now)
+go through decide(), which has the final word (catch-up, coalescing, DST). Only candidates and
+changed files become Task objects. Anything odd in a row (bad JSON, a checksum that does not
+match) means: read the file again. The files are the truth; the cache can always be deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+
+from . import fastpath
+from .clock import minute_floor, to_dt
+from .config import Config, load_config
+from .problems import Problem
+from .store import Store, TaskState
+from .task import Task
+
+IDLE_BLOCKERS = ("heartbeat_url",)  # config keys that give every tick work (fastpath.py)
+_TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
+_PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
+_ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
+         " next_due, due_last, due_nb, due_zone FROM task_cache")
+EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # no problems
+_STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
+           " path FROM task_state")
+StateRow = tuple  # a task_state row in _STATES order: lighter than 10k TaskState objects
+
+
+class Damaged(ValueError):
+    """A cache row that cannot be used; the file is read again."""
+
+
+# --------------------------------------------------------------- JSON of tasks and problems
+
+
+def task_to_json(task: Task) -> str:
+    data = {}
+    for f in fields(Task):
+        value = getattr(task, f.name)
+        data[f.name] = str(value) if isinstance(value, Path) else (
+            list(value) if isinstance(value, tuple) else value)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def task_from_json(text: str) -> Task:
+    try:
+        data = json.loads(text)
+        data["path"] = Path(data["path"])
+        for name in _TUPLES:
+            data[name] = tuple(data[name])
+        return Task(**data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise Damaged(f"task JSON: {exc}") from exc
+
+
+def problems_to_json(problems: list[Problem]) -> str | None:
+    if not problems:
+        return None
+    return json.dumps([[str(p.path), p.message, p.key, p.line, p.severity] for p in problems],
+                      separators=(",", ":"))
+
+
+def problems_from_json(text: str | None) -> list[Problem]:
+    if text is None:
+        return []
+    try:
+        out = [Problem(Path(p), m, k, n, s) for p, m, k, n, s in json.loads(text)]
+    except (ValueError, TypeError) as exc:
+        raise Damaged(f"problems JSON: {exc}") from exc
+    if not all(isinstance(p.message, str) and p.severity in ("error", "warning") for p in out):
+        raise Damaged("problems JSON")
+    return out
+
+
+def problems_digest(problems: Iterable[Problem]) -> str:
+    """What tick._problems_changed compares: order does not matter."""
+    lines = sorted(map(str, problems))
+    if not lines:
+        return EMPTY_DIGEST
+    import hashlib
+
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+# --------------------------------------------------------------- next_due
+
+
+def next_due(task: Task, config: Config, last_slot: float | None,
+             not_before: float) -> float | None:
+    """The first fire strictly after max(last_slot, not_before - 1 µs): decide() runs or skips a
+    slot exactly when some fire lies there and at or before now (the floors decide() uses)."""
+    from .tick import schedule_of
+
+    floor = to_dt(not_before) - timedelta(microseconds=1)
+    if last_slot is not None:
+        floor = max(floor, to_dt(last_slot))
+    fire = schedule_of(task, config).next_after(floor)
+    return fire.timestamp() if fire is not None else None
+
+
+def _zone_bound(task: Task, config: Config) -> bool:
+    return task.timezone is None and config.timezone is None
+
+
+# --------------------------------------------------------------- the view of one pass
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    """One task file as this pass sees it: from its cache row, or read just now."""
+
+    path: str
+    stat: fastpath.Stat | None  # None: not a regular file, or not stat-able (never cached)
+    read_ns: int
+    deps: str
+    id: str | None  # None: the file has errors
+    enabled: bool
+    problems: list[Problem]
+    next_due: float | None = None
+    due_last: float | None = None
+    due_nb: float | None = None  # None: next_due not computed
+    due_zone: str = ""
+    task: Task | None = None  # read or decoded when needed
+    parsed: bool = False  # read from the file in this pass: its row is written
+    due_dirty: bool = False  # next_due recomputed: written
+    skip: bool = False  # changed under us: not used this pass, read again next time
+
+    def due_known(self, state: StateRow, zone: str) -> bool:
+        return (self.due_nb is not None and self.due_nb == state[2]
+                and self.due_last == state[3] and self.due_zone in ("", zone))
+
+
+@dataclass(slots=True, eq=False)
+class View:
+    config: Config
+    key: str | None  # None: nothing is read from or written to the cache
+    entries: list[Entry]
+    problems: list[Problem]
+    removed: list[str] = field(default_factory=list)  # cached rows without a file
+    rebuild: bool = False  # the stored rows belong to another key
+    zone: str = ""
+    db: sqlite3.Connection | None = None  # read-only, for task JSON
+
+    @property
+    def valid(self) -> list[Entry]:
+        return [e for e in self.entries if e.id is not None and not e.skip]
+
+    def duplicates(self) -> dict[str, list[Path]]:
+        """Ids used by two or more files, each with all its files, in file-name order."""
+        seen: dict[str, int] = {}
+        for e in self.valid:
+            seen[e.id] = seen.get(e.id, 0) + 1  # type: ignore[index]
+        doubled = {i for i, n in seen.items() if n > 1}
+        out: dict[str, list[Path]] = {}
+        for e in self.valid:
+            if e.id in doubled:
+                out.setdefault(e.id, []).append(Path(e.path))  # type: ignore[arg-type]
+        return out
+
+    def task(self, entry: Entry) -> Task | None:
+        """The entry's Task: decoded from its row, else read from the file again. None (and
+        entry.skip) when the file no longer says what its row says."""
+        if entry.task is None and not entry.skip:
+            try:
+                entry.task = self._decode(entry)
+            except (Damaged, sqlite3.Error):
+                self._reread(entry)
+        return entry.task
+
+    def _decode(self, entry: Entry) -> Task:
+        if self.db is None:
+            raise Damaged("no database")
+        row = self.db.execute("SELECT task, crc FROM task_cache_data WHERE path = ?",
+                              (entry.path,)).fetchone()
+        if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
+            raise Damaged("task row missing or checksum")
+        task = task_from_json(row[0])
+        if task.id != entry.id or task.enabled != entry.enabled or str(task.path) != entry.path:
+            raise Damaged("task row disagrees")
+        return task
+
+    def _reread(self, entry: Entry) -> None:
+        fresh = _read(entry.path, entry.stat, time.time_ns(), self.config)
+        if fresh.id == entry.id and fresh.enabled == entry.enabled and fresh.task is not None:
+            entry.task, entry.parsed, entry.deps = fresh.task, True, fresh.deps
+            entry.problems, entry.read_ns = fresh.problems, fresh.read_ns
+        else:
+            entry.skip = True  # edited this very moment: the next pass reads it afresh
+
+    # -- the tick ------------------------------------------------------------------------
+
+    def observe(self, store: Store, now: float) -> dict[str, StateRow]:
+        """store.observe for the tasks whose task_state row would change; the states after."""
+        states = {r[0]: r for r in store.connect().execute(_STATES)}
+        seen = []
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is None or bool(s[4]) != e.enabled or s[6] != e.path:
+                seen.append((e.id, e.enabled, e.path))
+        if seen:
+            states = {k: (s.task_id, s.first_seen, s.not_before, s.last_slot, s.enabled,
+                          s.consecutive_failures, s.path)
+                      for k, s in store.observe(seen, now).items()}
+        return states
+
+    def candidates(self, states: dict[str, StateRow], now: float, *,
+                   compute: bool = True) -> list[Task]:
+        """Enabled tasks whose next_due is at or before now, or unknown when not `compute`;
+        next_due is recomputed (and saved later) where task_state moved on."""
+        out = []
+        for e in self.valid:
+            if not e.enabled:
+                continue
+            state = states.get(e.id)  # type: ignore[arg-type]
+            if state is None or not e.due_known(state, self.zone):
+                task = self.task(e) if compute and state is not None else None
+                if task is None:
+                    if not e.skip:
+                        out.append(e)
+                    continue
+                self._set_due(e, task, state[3], state[2])
+            if e.next_due is not None and e.next_due <= now + fastpath.DUE_SLACK:
+                out.append(e)
+        return [t for e in out if (t := self.task(e)) is not None]
+
+    def dry_run(self, now: float) -> tuple[list[Task], dict[str, TaskState]]:
+        """Candidates and their states as store.observe would leave them, writing nothing."""
+        states: dict[str, StateRow] = {}
+        if self.db is not None:
+            try:
+                states = {r[0]: r for r in self.db.execute(_STATES)}
+            except sqlite3.Error:
+                states = {}
+        start = minute_floor(now)
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is None:
+                states[e.id] = (e.id, now, start, None, e.enabled, 0, None)  # type: ignore[index]
+            elif e.enabled and not s[4]:
+                states[e.id] = (s[0], s[1], start, s[3], True, s[5], s[6])  # type: ignore[index]
+        tasks = self.candidates(states, now, compute=False)
+        return tasks, {t.id: _task_state(states[t.id]) for t in tasks}
+
+    def claimed(self, planned: Iterable[tuple[Task, float]],
+                states: dict[str, StateRow]) -> None:
+        """Once (task, slot) is claimed, last_slot = slot: next_due moves past it. Computed now
+        so the next tick need not; if the claim does not happen, the due key will not match."""
+        by_id = {e.id: e for e in self.valid}
+        for task, slot in planned:
+            e, state = by_id.get(task.id), states.get(task.id)
+            if e is not None and state is not None:
+                self._set_due(e, task, slot, state[2])
+
+    def due_hints(self, states: dict[str, TaskState]) -> dict[str, tuple[float, float | None]]:
+        """id -> (floor, next_due) where next_due still holds: next_due is the first fire
+        after floor = max(last_slot, not_before - 1 µs) (for `list`'s next run)."""
+        hints = {}
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is not None and e.enabled and e.due_known(
+                    (s.task_id, s.first_seen, s.not_before, s.last_slot), self.zone):
+                floor = s.not_before - 1e-6
+                if s.last_slot is not None:
+                    floor = max(floor, s.last_slot)
+                hints[s.task_id] = (floor, e.next_due)
+        return hints
+
+    def _set_due(self, e: Entry, task: Task, last_slot: float | None, not_before: float) -> None:
+        e.next_due = next_due(task, self.config, last_slot, not_before)
+        e.due_last, e.due_nb, e.due_dirty = last_slot, not_before, True
+        e.due_zone = self.zone if _zone_bound(task, self.config) else ""
+
+    def save(self, store: Store) -> None:
+        """Write what changed; a cache that cannot be written is no reason to fail."""
+        self.close()
+        if self.key is None:
+            return
+        rows = [e for e in self.entries if e.stat is not None and not e.skip
+                and (e.parsed or self.rebuild) and (e.task is not None or e.id is None)]
+        written = {e.path for e in rows}
+        dues = [(e.next_due, e.due_last, e.due_nb, e.due_zone, e.path) for e in self.entries
+                if e.due_dirty and e.path not in written and not e.skip]
+        drop = self.removed + [e.path for e in self.entries if e.stat is None or e.skip]
+        if not (rows or dues or drop or self.rebuild):
+            return
+        try:
+            with store.write() as db:
+                if self.rebuild:
+                    db.execute("DELETE FROM task_cache")
+                    db.execute("DELETE FROM task_cache_data")
+                for table in ("task_cache", "task_cache_data"):
+                    db.executemany(f"DELETE FROM {table} WHERE path = ?", ((p,) for p in drop))
+                db.executemany(
+                    "INSERT OR REPLACE INTO task_cache(path, size, mtime_ns, ino, ctime_ns,"
+                    " read_ns, deps, task_id, enabled, problems, next_due, due_last, due_nb,"
+                    " due_zone) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (_row(e) for e in rows),
+                )
+                data = [(e.path, text, zlib.crc32(text.encode())) for e in rows
+                        if e.task is not None for text in (task_to_json(e.task),)]
+                db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc)"
+                               " VALUES (?, ?, ?)", data)
+                db.executemany("DELETE FROM task_cache_data WHERE path = ?",
+                               ((e.path,) for e in rows if e.task is None))
+                db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
+                               " due_zone = ? WHERE path = ?", dues)
+                _write_summary(db, self.key, self.config)
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+
+def _row(e: Entry) -> tuple:
+    size, mtime_ns, ino, ctime_ns = e.stat  # type: ignore[misc]
+    return (e.path, size, mtime_ns, ino, ctime_ns, e.read_ns, e.deps, e.id, int(e.enabled),
+            problems_to_json(e.problems), e.next_due, e.due_last, e.due_nb, e.due_zone)
+
+
+def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
+    """What fastpath reads instead of the rows' problems, recomputed from the rows themselves
+    (so that two ticks saving at once still leave a summary that matches the rows)."""
+    problems: list[Problem] = []
+    damaged = False
+    for (text,) in db.execute("SELECT problems FROM task_cache WHERE problems IS NOT NULL"):
+        try:
+            problems.extend(problems_from_json(text))
+        except Damaged:
+            damaged = True
+    tasks = db.execute("SELECT count(*) FROM task_cache WHERE task_id IS NOT NULL").fetchone()[0]
+    idle = not any(config.raw.get(k) for k in IDLE_BLOCKERS)
+    values = {
+        "cache_key": key,
+        "cache_sealed": "1",  # the rows are as save() wrote them (see the triggers, schema 3)
+        "cache_problems": "damaged" if damaged else problems_digest(problems),
+        "cache_errors": str(sum(p.severity == "error" for p in problems)),
+        "cache_tasks": str(tasks),
+        "cache_idle": "1" if idle else "0",
+    }
+    db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
+                   " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())
+
+
+def _task_state(row: StateRow) -> TaskState:
+    return TaskState(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6])
+
+
+def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, TaskState]:
+    """TaskState objects for these tasks only (plan() needs no others)."""
+    return {t.id: _task_state(rows[t.id]) for t in tasks if t.id in rows}
+
+
+# --------------------------------------------------------------- loading
+
+
+def load(config: Config) -> View:
+    """Every task file, from the cache where its row still holds, else read. Same tasks, same
+    problems, same order as taskfile.load_tasks; only changed files are parsed."""
+    key = _key(config)
+    folder = config.tasks_dir
+    try:
+        read_ns, files = fastpath.take_scan(str(folder))
+    except FileNotFoundError:
+        return View(config, None, [], [])
+    except OSError as exc:
+        return View(config, None, [],
+                    [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
+    view = View(config, key, [], [], zone=fastpath.zone_key(), db=_open(config))
+    rows: dict[str, tuple] = {}
+    if view.db is not None and key is not None:
+        try:
+            view.db.execute("BEGIN")
+            meta = dict(view.db.execute(
+                "SELECT key, value FROM meta WHERE key IN ('cache_key', 'cache_sealed')"))
+            # not sealed: a row was changed behind save()'s back; read every file again
+            view.rebuild = meta.get("cache_key") != key or meta.get("cache_sealed") != "1"
+            if not view.rebuild:
+                rows = {r[0]: r for r in view.db.execute(_ROWS)}
+            view.db.execute("COMMIT")
+        except sqlite3.Error:
+            rows, view.rebuild = {}, True
+    elif key is not None:
+        view.rebuild = True
+    for path in sorted(files):
+        stat = files[path]
+        row = rows.get(path)
+        entry = _from_row(row, stat) if row is not None and stat is not None else None
+        if entry is None:
+            entry = _read(path, stat, read_ns, config)
+        view.entries.append(entry)
+        view.problems.extend(entry.problems)
+    view.removed = [p for p in rows if p not in files]
+    return view
+
+
+def _from_row(row: tuple, stat: fastpath.Stat) -> Entry | None:
+    (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
+     due, due_last, due_nb, due_zone) = row
+    if ((size, mtime_ns, ino, ctime_ns) != stat or fastpath.racy(stat, read_ns)
+            or not fastpath.deps_ok(deps)):
+        return None
+    try:
+        found = problems_from_json(problems)
+    except Damaged:
+        return None
+    return Entry(path, stat, read_ns, deps, task_id, bool(enabled), found, due, due_last, due_nb,
+                 due_zone)
+
+
+def _read(path: str, stat: fastpath.Stat | None, read_ns: int, config: Config) -> Entry:
+    from .taskfile import load_task_file
+
+    task, problems = load_task_file(Path(path), config)
+    if task is None:
+        deps = "*" if stat is None or any(p.key in _PATH_KEYS for p in problems) else ""
+        return Entry(path, stat, read_ns, deps, None, False, problems, parsed=True)
+    deps = "*" if stat is None else _deps(task, config)
+    return Entry(path, stat, read_ns, deps, task.id, task.enabled, problems, task=task,
+                 parsed=True)
+
+
+def _deps(task: Task, config: Config) -> str:
+    """The paths paths.task_cwd / script_path look at for this task (validation checks that the
+    folder and script stay inside the home, and that they exist), with where each leads now."""
+    if task.cwd is None and task.cwd_policy is None and task.run_as != "script":
+        return ""  # runs in the home folder: nothing outside the file can change its checks
+    from .paths import PathError, script_word
+
+    home = str(config.home)
+    home_real = os.path.realpath(home)
+    paths = [home] + [os.path.join(home_real, os.path.expanduser(a))
+                      for a in config.allow_outside_home]
+    base = home
+    if task.cwd is not None:
+        base = os.path.join(home, os.path.expanduser(task.cwd))
+    elif task.cwd_policy is not None and task.cwd_policy in config.cwd_policies:
+        base = os.path.join(home, os.path.expanduser(config.cwd_policies[task.cwd_policy]))
+    paths.append(base)
+    if task.run_as == "script":
+        try:
+            word = script_word(task.command or "")
+            paths.append(os.path.join(os.path.realpath(base), os.path.expanduser(word)))
+        except PathError:
+            pass
+    return "\0".join(p + "\0" + fastpath.path_state(p) for p in paths)
+
+
+def _key(config: Config) -> str | None:
+    """The cache key for this Config, or None when it cannot be tied to scheduler.yaml's bytes.
+    cli.main reads the bytes before load_config; other callers (tests) are checked by loading
+    the file again and comparing."""
+    noted = fastpath.noted_config
+    if noted is not None and noted[0] is config:
+        text: str | None = noted[1]
+    else:
+        text = fastpath.config_text(str(config.home))
+        try:
+            if text is None or load_config(config.home)[0] != config:
+                return None
+        except Exception:
+            return None
+    try:
+        return fastpath.cache_key(text)  # type: ignore[arg-type]
+    except OSError:
+        return None
+
+
+def _open(config: Config) -> sqlite3.Connection | None:
+    if not config.db_path.is_file():
+        return None
+    try:
+        return fastpath.connect_readonly(str(config.db_path))
+    except sqlite3.Error:
+        return None
