@@ -205,10 +205,9 @@ def _run_all(
 
 def default_healer(config: Config, environ: dict[str, str], store: Store,
                    now: float) -> Healer | None:
-    """Claude heals when a key is set; else no healer (the consecutive-failure rule)."""
-    from .claude import api_key
-
-    if not api_key(environ):
+    """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
+    key is looked at before anything of Claude's is imported."""
+    if not (environ.get("ANTHROPIC_API_KEY") or "").strip():
         return None
     from .heal import ClaudeHealer
 
@@ -218,6 +217,11 @@ def default_healer(config: Config, environ: dict[str, str], store: Store,
 def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str | None]:
     """Unread comments are read by Claude before the run: returns the task to run (an
     `update` edits its file) and a skip reason for `skip` / `pause`."""
+    unread = store.connect().execute(
+        "SELECT 1 FROM comments WHERE task_id = ? AND read_at IS NULL LIMIT 1", (task.id,)
+    ).fetchone()
+    if not unread:
+        return task, None  # the usual case: nothing imported, one indexed lookup
     from .comments import check_comments
 
     decision = check_comments(task, ctx.config, ctx.environ, store, ctx.clock.now())
