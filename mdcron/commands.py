@@ -82,15 +82,20 @@ def _load_task(config: Config, task_id: str):
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from .aftermath import after_ladder, finish_tick
     from .execute import RunContext, current_owner
     from .ladder import run_manual
-    from .tick import describe_outcome
+    from .tick import default_healer, describe_outcome
 
     task = _load_task(config, args.id)
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with Store(config.db_path) as store:
-        run_id, outcome = run_manual(ctx, store, task)
+        healer = default_healer(config, ctx.environ, store, clock.now())
+        run_id, outcome = run_manual(ctx, store, task, healer)
+        # the same ladder, alerts and incidents as a scheduled run
+        after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
+        finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
     print(f"run {run_id}: " + describe_outcome(outcome))
     if outcome.final.log_path:
         print(f"log: {outcome.final.log_path}")

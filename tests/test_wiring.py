@@ -172,3 +172,13 @@ def test_show_and_history_carry_the_heal(home, write_task, http_sink, fake_claud
     shown = cli("show", "job")
     assert "typo: ech" in shown.stdout and "+echo hello" in shown.stdout
     assert "heal: typo: ech" in cli("history").stdout
+
+
+def test_manual_run_alerts_like_a_scheduled_one(home, write_task, http_sink, cli):
+    setup_home(home, http_sink)
+    write_task("byhand", schedule="0 0 1 1 *", command="echo nope; exit 4")
+    out = cli("run", "byhand")
+    assert out.returncode == 1 and "exit 4" in out.stdout
+    assert any("byhand" in t and "failed" in t for t in titles(http_sink))
+    hist = cli("history", "--json").stdout
+    assert '"trigger": "manual"' in hist
