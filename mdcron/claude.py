@@ -29,6 +29,7 @@ from typing import Any
 from .config import Config
 from .outcome import Outcome, RunResult, envelope_error
 from .problems import Problem
+from .runner import make_private_dirs
 from .task import Task
 from .units import DurationError, parse_duration
 
@@ -367,18 +368,6 @@ def render_template(config: Config, name: str, values: Mapping[str, str]) -> str
         raise TemplateError(
             f"prompt template {path}: {exc}; write $$ for a literal dollar sign"
         ) from None
-
-
-def make_private_dirs(folder: Path) -> None:
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -321,7 +321,8 @@ class Sandbox:
     def _backup(self, real: Path) -> None:
         if real in self.originals:
             return
-        from .claude import make_private_dirs, write_private
+        from .claude import write_private
+        from .runner import make_private_dirs
 
         make_private_dirs(self.backup_dir)
         try:

@@ -144,7 +144,8 @@ def kill_process_group(pgid: int, grace: float) -> bool:
 # --- output ------------------------------------------------------------------------------------
 
 
-def _make_private_dirs(folder: Path) -> None:
+def make_private_dirs(folder: Path) -> None:
+    """Create missing folders owner-only (0700), whatever the umask says."""
     missing = []
     while not folder.exists():
         missing.append(folder)
@@ -185,7 +186,7 @@ class _Output:
         self.fd: int | None = None
         self.opened = False
         try:
-            _make_private_dirs(log_path.parent)
+            make_private_dirs(log_path.parent)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             self.fd = os.open(log_path, flags, 0o600)
             self.opened = True
