@@ -135,7 +135,9 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
     catchup = task.catchup if task.catchup is not None else config.catchup
     decision = decide(sched, now=at_dt, last_slot=last, not_before=not_before, catchup=catchup)
     verdict = {"run": "due: runs", "skip": "skipped", "wait": "not due"}[decision.action]
-    lines.append(f"decision: {verdict} — {decision.reason}")
+    reason = decision.reason
+    same = decision.action == "wait" and reason.startswith("not due")
+    lines.append(f"decision: {reason}" if same else f"decision: {verdict} — {reason}")
     if decision.action == "run" and decision.missed:
         lines.append(f"({decision.missed} earlier missed fire(s) coalesce into this one run)")
     info = read_info(lock_path(config.locks_dir, task.id))
