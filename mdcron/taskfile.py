@@ -13,6 +13,7 @@ import os
 import re
 import reprlib
 import stat
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -254,9 +255,36 @@ def parse_task_text(text: str, path: Path, config: Config) -> tuple[Task | None,
     return (None if report.failed else task), report.problems
 
 
+SETTLE_TRIES = 3  # reads of a file that is being written before its error is reported
+SETTLE_PAUSE = 0.05  # seconds between them
+
+
 def load_task_file(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
-    """Read and parse one task file; unreadable, binary, non-UTF-8 or huge files are problems."""
+    """Read and parse one task file; unreadable, binary, non-UTF-8 or huge files are problems.
+
+    An editor that saves in place (truncate, then write) can be caught half-way: when a read
+    gives an error and the file was empty or changed while it was read, it is read again (a
+    few times, 50 ms apart) before the error counts."""
     path = _absolute(path)
+    for _ in range(SETTLE_TRIES - 1):
+        before = _stat_key(path)
+        task, problems = _load_once(path, config)
+        if task is not None or (before is not None and before[0] > 0
+                                and before == _stat_key(path)):
+            return task, problems
+        time.sleep(SETTLE_PAUSE)
+    return _load_once(path, config)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ino
+
+
+def _load_once(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
     report = _Report(path)
     try:
         info = os.stat(path)
