@@ -350,23 +350,20 @@ def heals_since(store: Store, task_id: str, since: float) -> int:
 
 
 def start_probation(store: Store, task_id: str, now: float, days: float = 7.0) -> float:
-    """Put a healed task on probation until now + days; returns that instant."""
+    """Put a healed task on probation until now + days; returns that instant. (The ladder
+    does this itself through the same store column.)"""
     until = now + days * 86400
-    with store.write() as db:
-        db.execute("UPDATE task_state SET probation_until = ? WHERE task_id = ?", (until, task_id))
+    store.set_probation(task_id, until)
     return until
 
 
 def on_probation(store: Store, task_id: str, now: float) -> bool:
-    row = store.connect().execute(
-        "SELECT probation_until FROM task_state WHERE task_id = ?", (task_id,)
-    ).fetchone()
-    return bool(row and row[0] is not None and row[0] > now)
+    until = store.probation_until(task_id)
+    return until is not None and until > now
 
 
 def end_probation(store: Store, task_id: str) -> None:
-    with store.write() as db:
-        db.execute("UPDATE task_state SET probation_until = NULL WHERE task_id = ?", (task_id,))
+    store.set_probation(task_id, None)
 
 
 def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, object]]:

@@ -83,7 +83,7 @@ def climb(
     heal_reason = healer.unavailable_reason(task) if healer is not None else "no healer"
     budget = ladder_budget(task.timeout, task.retry, heal_reason is None)
     deadline = time.monotonic() + budget
-    probation = store.probation_until(task.id)
+    probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
     on_probation = probation is not None and probation > ctx.clock.now()
     before = store.task_states().get(task.id)
     failures_before = before.consecutive_failures if before else 0
