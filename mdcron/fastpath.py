@@ -19,8 +19,8 @@ Idle means all of:
     would write nothing; every enabled task's next_due was computed from the current
     (last_slot, not_before, system zone) and lies after now;
   - nothing else is pending: no run marked running (recovery), no outbox message pending or
-    held, no heartbeat to send (cache_idle), the problems are those last reported, and
-    retention is not due.
+    held, the problems are those last reported, and retention is not due.
+A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 """
 
@@ -221,6 +221,13 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (repr(now + (time.monotonic() - started)),),
         )
+        row = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
+        if row and row[0]:  # the dead man's switch, as the full tick would ping it
+            from .heartbeat import ping
+
+            error = ping(row[0], bool(errors), os.environ)
+            if error:
+                print(f"mdcron: heartbeat: {error}", flush=True)
         return 1 if errors else 0
     finally:
         db.close()

@@ -31,21 +31,20 @@ apprise is imported on the first send only; its log records never propagate to o
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from .config import CONFIG_NAME, Config
-from .notify_config import ENV_REF, NotifyConfig, parse_notify_config, scheme_of
+from .heartbeat import expand_vars, mask, missing_vars
+from .notify_config import NotifyConfig, parse_notify_config, scheme_of
 from .store import Store
 
 FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout"})
 NEVER_COLLAPSED = frozenset({"suspended", "digest"})
 RECOVERY_KINDS = frozenset({"recovered", "success", "healed"})
 SEND_TIMEOUT = 15.0  # seconds for one apprise call, whatever the plugin's own timeouts
-HEARTBEAT_TIMEOUT = 5.0
 LEASE = 300.0  # a claimed message is not tried by another flush for this long
 BACKOFF_BASE = 60.0
 BACKOFF_CAP = 3600.0
@@ -320,22 +319,11 @@ def backoff(attempts: int) -> float:
 def expand(template: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
     """The URL with ${VAR} replaced from `environ`, and the values substituted (to mask them).
     An unset variable is a permanent DeliveryError naming the variable, never its value."""
-    missing = [n for n in dict.fromkeys(ENV_REF.findall(template)) if n not in environ]
+    missing = missing_vars(template, environ)
     if missing:
         names = ", ".join(f"${{{n}}}" for n in missing)
         raise DeliveryError(f"{names} not set in the scheduler's environment", permanent=True)
-    values = [environ[n] for n in ENV_REF.findall(template)]
-    return ENV_REF.sub(lambda m: environ[m.group(1)], template), values
-
-
-def mask(text: str, url: str, values: list[str]) -> str:
-    """`text` without the URL, the substituted values, or any long piece of the URL."""
-    pieces = [url, *values]
-    rest = url.split("://", 1)[-1]
-    pieces += [p for p in re.split(r"[/:@?&=#,;+]+", rest) if len(p) >= 8]
-    for piece in sorted({p for p in pieces if len(p) >= 4}, key=len, reverse=True):
-        text = text.replace(piece, "…")
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+    return expand_vars(template, environ)
 
 
 def send(cfg: NotifyConfig, destination: str, title: str, body: str,
@@ -382,34 +370,13 @@ def heartbeat(config: Config | NotifyConfig, failed: bool,
               environ: Mapping[str, str]) -> str | None:
     """Ping `heartbeat_url` (with /fail appended when the tick failed). Returns an error line
     (URL masked) or None; None too when no heartbeat is configured. Never raises."""
-    import urllib.error
-    import urllib.parse
-    import urllib.request
+    from .heartbeat import ping
 
     try:
-        cfg = settings(config)
-        if not cfg.heartbeat_url:
-            return None
-        where = f"heartbeat ({scheme_of(cfg.heartbeat_url)})"
-        try:
-            url, values = expand(cfg.heartbeat_url, environ)
-        except DeliveryError as exc:
-            return f"{where}: {exc}"
-        if failed:
-            parts = urllib.parse.urlsplit(url)
-            url = parts._replace(path=parts.path.rstrip("/") + "/fail").geturl()
-        request = urllib.request.Request(url, headers={"User-Agent": "mdcron"})
-        try:
-            with urllib.request.urlopen(request, timeout=HEARTBEAT_TIMEOUT) as response:
-                response.read(4096)
-            return None
-        except urllib.error.HTTPError as exc:
-            return f"{where}: HTTP {exc.code}"
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return f"{where}: {mask(str(reason), url, values)}"
+        url = settings(config).heartbeat_url
     except Exception as exc:
         return f"heartbeat: {type(exc).__name__}"
+    return ping(url, failed, environ) if url else None
 
 
 # ---------------------------------------------------------------- helpers

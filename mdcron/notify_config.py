@@ -25,14 +25,13 @@ from datetime import datetime, tzinfo
 from difflib import get_close_matches
 from pathlib import Path
 
+from .heartbeat import ENV_REF, SCHEME, scheme_of  # noqa: F401  (scheme_of: re-exported)
 from .problems import Problem
 from .units import DurationError, parse_duration
 
 DEFAULT_COLLAPSE_WINDOW = 3600.0
 DEFAULT_MAX_ATTEMPTS = 8  # with 1, 2, 4 … 60 minute backoff: about two hours of trying
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _QUIET = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _KNOWN = ("default", "destinations", "quiet_hours", "collapse_window", "max_attempts")
 
 
@@ -95,12 +94,6 @@ def parse_quiet_hours(value: object) -> QuietHours:
     return QuietHours(start, end)
 
 
-def scheme_of(url: str) -> str:
-    """The part of a URL that may be shown: its scheme, e.g. `tgram://…`."""
-    match = _SCHEME.match(url.strip())
-    return f"{match.group(1)}://…" if match else "(not a URL)"
-
-
 def parse_notify_config(
     raw: Mapping[str, object], path: Path, environ: Mapping[str, str] | None = None
 ) -> tuple[NotifyConfig, list[Problem]]:
@@ -148,7 +141,7 @@ def parse_notify_config(
             key = f"notify.destinations.{name}"
             if not isinstance(url, str) or not url.strip():
                 problem(key, f"expected an apprise URL string (quoted), got {type(url).__name__}")
-            elif not _SCHEME.match(url.strip()):
+            elif not SCHEME.match(url.strip()):
                 problem(key, "expected an apprise URL like tgram://TOKEN/CHAT or json://host/path")
             else:
                 destinations[str(name)] = url.strip()

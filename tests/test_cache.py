@@ -474,13 +474,14 @@ def test_idle_tick_sees_edits_config_zone_and_outside_paths(home, write_task):
     code, mods, output = probe(home, "tick", "--now", monday.isoformat(), env={"TZ": "UTC"})
     assert "local: success" in output and "flip: success" in output
     age(home)
-    # scheduler.yaml: a heartbeat gives every tick work
+    # scheduler.yaml changed: a full tick; then the idle tick pings the heartbeat itself
     (home / "scheduler.yaml").write_text("heartbeat_url: http://127.0.0.1:9/ping\n")
     at = monday.replace(hour=7).isoformat()
     env = {"TZ": "UTC"}
     assert "mdcron.tick" in probe(home, "tick", "--now", at, env=env)[1]
     age(home)
-    assert "mdcron.tick" in probe(home, "tick", "--now", at, env=env)[1]
+    code, mods, output = probe(home, "tick", "--now", at, env=env)
+    assert mods == set() and "heartbeat (http://…)" in output  # port 9: refused, reported
     (home / "scheduler.yaml").write_text("max_parallel: 2\n")
     assert "mdcron.tick" in probe(home, "tick", "--now", at, env=env)[1]
     age(home)
@@ -523,3 +524,23 @@ def test_odd_command_lines_take_the_usual_path(home, write_task):
     out = subprocess.run([sys.executable, str(SCHEDULER), "--home", str(home), "tick", "--bogus"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr
+
+
+def test_idle_tick_pings_the_heartbeat(home, write_task, http_sink):
+    (home / "scheduler.yaml").write_text(
+        "heartbeat_url: \"http://127.0.0.1:${HB_PORT}/ping\"\n")
+    env = {"HB_PORT": str(http_sink.port)}
+    for i in range(5):
+        write_task(f"job{i}", schedule=f"{i} 6 * * 1-5", command="true")
+    assert run_cli(home, "tick", "--now", SATURDAY.isoformat(), env=env).returncode == 0
+    age(home)
+    code, mods, output = probe(home, "tick", "--now", SATURDAY.isoformat(), env=env)
+    assert (code, mods, output) == (0, set(), "")  # idle, nothing heavy, nothing said
+    assert [(r.method, r.path) for r in http_sink.requests] == [("GET", "/ping"), ("GET", "/ping")]
+    # an invalid task file: the idle tick exits 1 and pings /fail, as the full tick would
+    (home / "tasks" / "broken.md").write_text("---\nid: broken\n")
+    run_cli(home, "tick", "--now", SATURDAY.isoformat(), env=env)
+    age(home)
+    code, mods, _ = probe(home, "tick", "--now", SATURDAY.isoformat(), env=env)
+    assert (code, mods) == (1, set())
+    assert http_sink.requests[-1].path == "/ping/fail"
