@@ -131,18 +131,18 @@ def kill_group_quietly(pgid: int) -> None:
 
 
 def doctor(home: Path, *args: str, env: dict[str, str] | None = None):
-    """`scheduler.py doctor` when the CLI has it, else the same command function in a fresh
-    interpreter (until cli.py's parser names it)."""
-    probe = run_cli(home, "doctor", "--help")
-    if probe.returncode == 0:
-        return run_cli(home, "doctor", *args, env=env)
-    code = ("import argparse, sys; from pathlib import Path; from mdcron.commands import"
-            " cmd_doctor; sys.exit(cmd_doctor(Path(sys.argv[1]).resolve(),"
-            " argparse.Namespace(json='--json' in sys.argv)))")
-    full = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
-    full.update(env or {})
-    return subprocess.run([sys.executable, "-c", code, str(home), *args], capture_output=True,
-                          text=True, env=full, cwd=SCHEDULER.parent, timeout=60)
+    """`scheduler.py doctor` in a fresh interpreter."""
+    return run_cli(home, "doctor", *args, env=env)
+
+
+def stop_tick_and_group(tick, pgid: int | None) -> None:  # tick: subprocess.Popen
+    """Test cleanup: the tick (if still running) and the task's process group, whatever an
+    assertion said."""
+    if tick.poll() is None:
+        tick.kill()
+    tick.communicate()
+    if pgid:
+        kill_group_quietly(pgid)
 
 
 def write_tasks(home: Path, count: int, prefix: str = "t", **fields: object) -> list[str]:

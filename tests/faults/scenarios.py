@@ -26,6 +26,7 @@ from faultlib import (
     run_cli,
     runs,
     start_tick,
+    stop_tick_and_group,
     wait_until,
     write_tasks,
 )
@@ -347,11 +348,7 @@ def _stale_trial(home: Path, holder: str) -> str:
             return f"rows {rows}, alive {alive}, locks {held_locks(home)}"
         return ""
     finally:
-        if tick.poll() is None:
-            tick.kill()
-        tick.communicate()
-        if pgid:
-            kill_group_quietly(pgid)
+        stop_tick_and_group(tick, pgid)
 
 
 def kill_in_write(home: Path, old_rows: int = 150_000) -> list[str]:

@@ -19,6 +19,7 @@ from faultlib import (
     run_cli,
     runs,
     start_tick,
+    stop_tick_and_group,
     wait_until,
     write_tasks,
 )
@@ -158,8 +159,4 @@ def test_hung_holder_of_a_stale_lock_is_killed_and_recorded(home, write_task, ht
         assert any("hung" in t and "timed out" in t for t in titles), titles
         assert integrity(home) == "ok"
     finally:
-        if tick.poll() is None:
-            tick.kill()
-            tick.communicate()
-        if pgid:
-            kill_group_quietly(pgid)
+        stop_tick_and_group(tick, pgid)
