@@ -227,6 +227,16 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
         say(f"mdcron: heartbeat: {error}")
 
 
+def flush_now(store: Store, config: Config, now: float, environ: Mapping[str, str],
+              say: Say) -> None:
+    """Send what the outbox holds now (a forced alert must not wait for the end of the tick).
+    Concurrent flushes are safe: each message is claimed before it is sent."""
+    from .notify import flush
+
+    for line in flush(store, config, now, environ).errors:
+        say(f"mdcron: notification: {line}")
+
+
 DUPLICATE_ALERT_EVERY = 3600.0
 
 

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("tick", "one pass: run every task that is due now")
     c.add_argument("--now", help="evaluate as if it were this ISO-8601 instant")
     c.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    c.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 when a task failed (cron mails a non-zero exit); 2 still means"
+                        " the scheduler itself has a problem")
     c = cmd("run", "run a task now, regardless of its schedule")
     c.add_argument("id")
     c = cmd("list", "tasks with schedule, state, last and next run")

@@ -17,12 +17,11 @@ from .units import format_duration
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from .aftermath import duplicate_ids, tick_crashed
     from .store import StoreError
-    from .tick import describe_result, run_tick
+    from .tick import run_tick
+    from .ticklog import TickLog
 
     clock = clock_from(args.now)
-
-    def say(line: str) -> None:
-        print(line, flush=True)
+    say = TickLog()  # every line: time and tick id (ticklog.py)
 
     try:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say)
@@ -32,7 +31,7 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         import traceback
 
         error = traceback.format_exc()
-        print(f"mdcron: tick crashed, tasks are not running:\n{error}", file=sys.stderr)
+        say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
         if not args.dry_run:
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
@@ -40,31 +39,24 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
-            print(f"mdcron: {problem} (task skipped)", file=sys.stderr)
+            say.error(f"mdcron: {problem} (task skipped)")
     if report.duplicates:
         for task_id, paths in report.duplicates.items():
             files = " and ".join(str(p) for p in paths)
-            print(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
-                  " renamed", file=sys.stderr)
+            say.error(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
+                      " renamed")
         return report.exit_code
-    for r in report.recovered:
-        print(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
     when = to_dt(report.now).isoformat(timespec="seconds")
     if args.dry_run:
         for p in report.planned:
             verb = "would run" if p.action == "run" else "would skip"
-            print(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
+            say(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
         if not report.planned:
-            print(f"{when}: nothing due among {report.tasks} task(s)")
+            say(f"{when}: nothing due among {report.tasks} task(s)")
         return OK
-    for p in report.planned:
-        if p.action == "skip":
-            print(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
-    for task_id in report.lost_claims:
-        print(f"{task_id}: due, but another tick claimed this slot first")
-    for task, _run_id, result in report.results:
-        if result.outcome.value == "skipped":
-            print(describe_result(task, result))
+    # skips, lost claims and each run's outcome were said by run_tick as they happened
+    if getattr(args, "exit_zero", False):
+        return OK if report.exit_code == 1 else report.exit_code
     return report.exit_code
 
 
@@ -104,7 +96,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_list(config: Config, args: argparse.Namespace) -> int:
     from .queries import list_rows, load_all
-    from .render import print_json, short_time, status_style, table
+    from .render import print_json, short_time, table
 
     now = clock_from(args.now).now()
     loaded = load_all(config)
@@ -128,7 +120,7 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
                 ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
                 if r["valid"] else "",
                 short_time(r["last_run"]),
-                status_style(r["last_status"]) if r["last_status"] else "—",
+                _status_cell(r),
                 short_time(r["next_run"]),
                 r["consecutive_failures"] or "",
             )
@@ -136,6 +128,17 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         ],
     )
     return OK
+
+
+def _status_cell(row: dict) -> str:
+    """A run holding the task's lock right now wins over the last row (often the `skipped`
+    slot it caused): 'running (since 14:02)'."""
+    from .render import short_time, status_style
+
+    if row.get("running_since"):
+        since = short_time(row["running_since"])[-5:]
+        return status_style("running").replace("running", f"running (since {since})", 1)
+    return status_style(row["last_status"]) if row["last_status"] else "—"
 
 
 STALE_TICK = 300.0  # seconds without a tick before `list` warns

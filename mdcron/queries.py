@@ -73,6 +73,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
         last = loaded.last_runs.get(task.id) or {}
         state = loaded.states.get(task.id)
         nxt = next_fire(task, config, now, loaded.due.get(task.id))
+        info = read_info(lock_path(config.locks_dir, task.id))  # as `why`: the lock says so
+        running_since = info.started_at if info is not None and holder_alive(info) else None
         rows.append({
             "id": task.id,
             "title": task.title,
@@ -82,6 +84,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "disabled_reason": task.disabled_reason,
             "last_run": iso(last.get("started_at")),  # type: ignore[arg-type]
             "last_status": last.get("status"),
+            "running_since": iso(running_since),
             "next_run": nxt.isoformat() if nxt else None,
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
@@ -96,6 +99,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             rows.append({
                 "id": path.stem, "title": None, "schedule": None, "timezone": None,
                 "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
+                "running_since": None,
                 "next_run": None, "consecutive_failures": 0, "tags": [], "file": str(path),
                 "valid": False, "problem": str(first),
             })

@@ -138,6 +138,8 @@ def run_tick(
     with Store(config.db_path) as store:
         report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
+        for r in report.recovered:  # before this tick's own runs: the log reads in event order
+            say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
         report.planned = plan(candidates, task_states(rows, candidates), config, now)
@@ -155,6 +157,11 @@ def run_tick(
                 report.lost_claims.append(p.task.id)
             elif p.action == "run":
                 to_run.append((p.task, run_id))
+        for p in report.planned:
+            if p.action == "skip" and p.task.id not in report.lost_claims:
+                say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
+        for task_id in report.lost_claims:
+            say(f"{task_id}: due, but another tick claimed this slot first")
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None:
             healer = default_healer(config, ctx.environ, store, now)
@@ -191,7 +198,8 @@ def _run_all(
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
                 outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
-        say(describe_outcome(outcome))
+            say(describe_outcome(outcome))
+            _after_one(store, ctx, outcome, say)
         return outcome
 
     workers = max(1, min(ctx.config.max_parallel, len(to_run)))
@@ -201,6 +209,19 @@ def _run_all(
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
         return list(pool.map(one, to_run))
+
+
+def _after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
+               say: Callable[[str], None]) -> None:
+    """This ladder's alerts and incidents as soon as it ends, on this thread's own connection,
+    not when the slowest task of the tick ends; forced ones (timeout, suspension) are sent at
+    once, so a tick killed while another task still runs has already delivered them."""
+    from .aftermath import after_ladder, flush_now
+
+    now = ctx.clock.now()
+    after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
+    if outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT:
+        flush_now(store, ctx.config, now, ctx.environ, say)
 
 
 def default_healer(config: Config, environ: dict[str, str], store: Store,
@@ -236,11 +257,10 @@ def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
                environ: dict[str, str], say: Callable[[str], None]) -> None:
-    """Alerts and incidents for what happened, then the outbox and the heartbeat."""
-    from .aftermath import after_ladder, after_recovery, finish_tick, resolve_reenabled
+    """Alerts and incidents for recovered runs (each ladder's came when it ended, in
+    _after_one), then the outbox and the heartbeat."""
+    from .aftermath import after_recovery, finish_tick, resolve_reenabled
 
-    for outcome in report.ladders:
-        after_ladder(store, config, outcome, now, environ, say)
     if report.recovered:
         after_recovery(store, config, report.recovered, now, environ, say)
     resolve_reenabled(store, now)
