@@ -1,0 +1,90 @@
+"""Issue 16: what a tick does after each ladder and what it prints, through real ticks (real
+subprocesses, locks, an HTTP sink on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "faults"))
+
+from faultlib import (  # noqa: E402
+    BEFORE,
+    NOW,
+    run_cli,
+    start_tick,
+    wait_until,
+)
+
+NEXT = "2026-11-23T10:01:00+00:00"
+LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d \[t\d+\] ")
+
+
+def test_forced_alert_of_a_timeout_does_not_wait_for_the_slowest_task(home, write_task,
+                                                                       http_sink):
+    (home / "scheduler.yaml").write_text(
+        f"kill_grace: 0.5\nmax_parallel: 2\nnotify:\n  destinations:\n"
+        f"    ops: \"{http_sink.json_url()}\"\n")
+    slow_end = home / "slow_end"
+    write_task("hang", schedule="0 10 * * *", timeout=1, command="sleep 30")
+    write_task("slow", schedule="0 10 * * *", timeout=60,
+               command=f"sleep 8; date +%s.%N > {slow_end}")
+    run_cli(home, "tick", "--now", BEFORE)
+    out = run_cli(home, "tick", "--now", NOW)
+    assert "hang: timeout" in out.stdout, out.stdout + out.stderr
+    ended = float(slow_end.read_text())
+    alerts = [r for r in http_sink.requests if "hang" in r.body.decode(errors="replace")]
+    assert alerts, out.stdout + out.stderr
+    assert alerts[0].received_at < ended, (alerts[0].received_at, ended)
+
+
+def test_still_running_is_said_once_and_list_shows_running(home, write_task, cli):
+    release = home / "release"
+    started = home / "started"
+    write_task("long", schedule="0-5 10 * * *", timeout=120,
+               command=f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done")
+    run_cli(home, "tick", "--now", BEFORE)
+    tick = start_tick(home, NOW)
+    try:
+        wait_until(started.exists, "the long task started")
+        wait_until(lambda: '"pgid"' in (home / "state" / "locks" / "long.lock").read_text()
+                   if (home / "state" / "locks" / "long.lock").exists() else False, "lock record")
+        out = run_cli(home, "tick", "--now", NEXT)
+        said = [line for line in out.stdout.splitlines() if "still running" in line]
+        assert len(said) == 1, out.stdout
+        [row] = json.loads(cli("list", "--json", "--now", NEXT).stdout)
+        assert row["running_since"] is not None and row["last_status"] == "skipped"
+        human = cli("list", "--now", NEXT).stdout
+        assert "running (since" in human and "skipped" not in human, human
+    finally:
+        release.touch()
+        tick.communicate(timeout=60)
+
+
+def test_exit_zero_keeps_failures_out_of_the_exit_status(home, write_task, cli):
+    write_task("bad", schedule="0-5 10 * * *", command="exit 3")
+    assert cli("tick", "--now", BEFORE).returncode == 0
+    assert cli("tick", "--now", NOW).returncode == 1
+    out = cli("tick", "--now", NEXT, "--exit-zero")
+    assert out.returncode == 0 and "bad: failed" in out.stdout
+
+
+def test_every_tick_line_has_time_and_tick_id(home, write_task, cli):
+    write_task("ok", schedule="0-5 10 * * *", command="echo hi")
+    write_task("bad", schedule="0-5 10 * * *", command="exit 3")
+    cli("tick", "--now", BEFORE)
+    out = cli("tick", "--now", NOW)
+    lines = (out.stdout + out.stderr).splitlines()
+    assert len(lines) >= 2 and all(LINE.match(line) for line in lines), lines
+    assert len({line.split(" ")[1] for line in lines}) == 1  # one tick, one id
+
+
+def test_json_log_lines():
+    from mdcron.ticklog import format_line
+
+    line = json.loads(format_line("ok: success in 1s", tick="t7", ts=0.0, fmt="json"))
+    assert line["task"] == "ok" and line["tick"] == "t7" and line["level"] == "info"
+    assert set(line) == {"ts", "tick", "level", "event", "task", "message"}
+    assert json.loads(format_line("mdcron: x: y", tick="t7", ts=0.0, fmt="json"))["task"] is None
