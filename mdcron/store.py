@@ -271,15 +271,20 @@ class Store:
             )
             return cur.rowcount == 1
 
-    def end_running(self, run_id: int, status: Outcome, reason: str, now: float) -> bool:
+    def end_running(self, run_id: int, status: Outcome, reason: str, now: float,
+                    ended_at: float | None = None, unobserved: bool = False) -> bool:
         """Close a row still marked running (crashed, timed out by a stale-lock kill, skipped
-        because the lock was held). Check-and-set: only one caller wins."""
+        because the lock was held). Check-and-set: only one caller wins. `ended_at`: the real
+        end when known; `unobserved`: nobody saw the end, so no duration is recorded (the time
+        until detection is not one)."""
+        end = now if ended_at is None else ended_at
         with self.write() as db:
             cur = db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
-                " duration_ms = CAST(max(0, (? - started_at) * 1000) AS INTEGER)"
+                " duration_ms = CASE WHEN ? THEN NULL"
+                " ELSE CAST(max(0, (? - started_at) * 1000) AS INTEGER) END"
                 " WHERE id = ? AND status = 'running'",
-                (status.value, reason, now, now, run_id),
+                (status.value, reason, end, unobserved, end, run_id),
             )
             return cur.rowcount == 1
 

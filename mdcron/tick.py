@@ -140,6 +140,8 @@ def run_tick(
         report.recovered = recover(config, store, now, owner.pid)
         for r in report.recovered:  # before this tick's own runs: the log reads in event order
             say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
+        if report.recovered:  # forced alerts and incidents now, not after the slowest task
+            _after_recovery(store, config, report.recovered, now, environ, say)
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
         report.planned = plan(candidates, task_states(rows, candidates), config, now)
@@ -224,6 +226,15 @@ def _after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
         flush_now(store, ctx.config, now, ctx.environ, say)
 
 
+def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,
+                    environ: dict[str, str] | None, say: Callable[[str], None]) -> None:
+    from .aftermath import after_recovery, flush_now
+
+    env = environ if environ is not None else dict(os.environ)
+    after_recovery(store, config, recovered, now, env, say)
+    flush_now(store, config, now, env, say)
+
+
 def default_healer(config: Config, environ: dict[str, str], store: Store,
                    now: float) -> Healer | None:
     """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
@@ -257,12 +268,10 @@ def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
                environ: dict[str, str], say: Callable[[str], None]) -> None:
-    """Alerts and incidents for recovered runs (each ladder's came when it ended, in
-    _after_one), then the outbox and the heartbeat."""
-    from .aftermath import after_recovery, finish_tick, resolve_reenabled
+    """The outbox and the heartbeat (each ladder's alerts came when it ended, in _after_one;
+    recovered runs' before the runs)."""
+    from .aftermath import finish_tick, resolve_reenabled
 
-    if report.recovered:
-        after_recovery(store, config, report.recovered, now, environ, say)
     resolve_reenabled(store, now)
     finish_tick(store, config, now, report.exit_code != 0, environ, say)
 

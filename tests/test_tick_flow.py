@@ -88,3 +88,40 @@ def test_json_log_lines():
     assert line["task"] == "ok" and line["tick"] == "t7" and line["level"] == "info"
     assert set(line) == {"ts", "tick", "level", "event", "task", "message"}
     assert json.loads(format_line("mdcron: x: y", tick="t7", ts=0.0, fmt="json"))["task"] is None
+
+
+def test_tick_killed_mid_run_alerts_opens_incident_and_logs_in_order(home, write_task,
+                                                                     http_sink):
+    import signal
+
+    from faultlib import pid_alive, query
+
+    (home / "scheduler.yaml").write_text(
+        f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
+    release, pid_file = home / "release", home / "pid"
+    write_task("long", schedule="0-5 10 * * *", timeout=120,
+               command=f"echo $$ > {pid_file}; while [ ! -e {release} ]; do sleep 0.05; done")
+    run_cli(home, "tick", "--now", BEFORE)
+    tick = start_tick(home, NOW)
+    try:
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), "task started")
+        tick.send_signal(signal.SIGKILL)
+        tick.communicate()
+    finally:
+        release.touch()
+    orphan = int(pid_file.read_text())
+    wait_until(lambda: not pid_alive(orphan), "the orphaned task ended")
+    out = run_cli(home, "tick", "--now", NEXT)
+    lines = out.stdout.splitlines()
+    crash = next(i for i, line in enumerate(lines) if "marked crashed" in line)
+    ran = next(i for i, line in enumerate(lines) if "long: success" in line)
+    assert crash < ran, lines  # in event order: the crash was found before the next run
+    assert "ended unobserved" in lines[crash]
+    [(error, duration)] = query(home, "SELECT error, duration_ms FROM runs WHERE status ="
+                                      " 'crashed'")
+    assert "ended unobserved" in error and duration is None
+    # opened by the crash, resolved by the next run's success
+    assert query(home, "SELECT kind, task_id, status FROM incidents") == [
+        ("crashed", "long", "resolved")]
+    titles = [b.get("title", "") for b in http_sink.bodies() if isinstance(b, dict)]
+    assert any("long" in t and "crashed" in t for t in titles), titles
