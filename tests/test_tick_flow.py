@@ -125,3 +125,14 @@ def test_tick_killed_mid_run_alerts_opens_incident_and_logs_in_order(home, write
         ("crashed", "long", "resolved")]
     titles = [b.get("title", "") for b in http_sink.bodies() if isinstance(b, dict)]
     assert any("long" in t and "crashed" in t for t in titles), titles
+
+
+def test_a_timed_out_run_log_ends_with_why_it_was_killed(home, write_task, cli):
+    (home / "scheduler.yaml").write_text("kill_grace: 0.5\n")
+    write_task("deaf", schedule="0-5 10 * * *", timeout=1,
+               command="trap '' TERM; echo started; sleep 30")
+    cli("tick", "--now", BEFORE)
+    cli("tick", "--now", NOW)
+    [log] = list((home / "logs" / "runs" / "deaf").iterdir())[:1]
+    last = log.read_text().splitlines()[-1]
+    assert last == "[mdcron] killed: timeout after 1.0s (TERM, then KILL after 0.5s grace)", last
