@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--exit-zero", action="store_true",
                    help="exit 0 when a task failed (cron mails a non-zero exit); 2 still means"
                         " the scheduler itself has a problem")
+    c.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="json: one object per line (ts, tick, level, event, task, message)")
     c = cmd("run", "run a task now, regardless of its schedule")
     c.add_argument("id")
     c = cmd("list", "tasks with schedule, state, last and next run")

@@ -21,7 +21,7 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from .ticklog import TickLog
 
     clock = clock_from(args.now)
-    say = TickLog()  # every line: time and tick id (ticklog.py)
+    say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
 
     try:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say)

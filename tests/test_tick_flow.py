@@ -136,3 +136,11 @@ def test_a_timed_out_run_log_ends_with_why_it_was_killed(home, write_task, cli):
     [log] = list((home / "logs" / "runs" / "deaf").iterdir())[:1]
     last = log.read_text().splitlines()[-1]
     assert last == "[mdcron] killed: timeout after 1.0s (TERM, then KILL after 0.5s grace)", last
+
+
+def test_tick_log_format_json(home, write_task, cli):
+    write_task("ok", schedule="0-5 10 * * *", command="echo hi")
+    cli("tick", "--now", BEFORE)
+    out = cli("tick", "--now", NOW, "--log-format", "json")
+    [line] = [json.loads(x) for x in out.stdout.splitlines()]
+    assert line["task"] == "ok" and line["message"].startswith("ok: success"), line
