@@ -47,12 +47,12 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
                       " renamed")
         return report.exit_code
     when = to_dt(report.now).isoformat(timespec="seconds")
-    if args.dry_run:
+    if args.dry_run:  # for a person at a terminal, plain (and as fastpath's idle dry run)
         for p in report.planned:
             verb = "would run" if p.action == "run" else "would skip"
-            say(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
+            print(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
         if not report.planned:
-            say(f"{when}: nothing due among {report.tasks} task(s)")
+            print(f"{when}: nothing due among {report.tasks} task(s)")
         return OK
     # skips, lost claims and each run's outcome were said by run_tick as they happened
     if getattr(args, "exit_zero", False):
