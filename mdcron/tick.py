@@ -141,6 +141,7 @@ def run_tick(
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
         report.planned = plan(candidates, task_states(rows, candidates), config, now)
+        _issue12_plan(store, config, report, rows, candidates, now)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
         claims = [
@@ -165,6 +166,14 @@ def run_tick(
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
     return report
+
+
+def _issue12_plan(store: Store, config: Config, report: TickReport, rows: dict,
+                  candidates: list[Task], now: float) -> None:
+    """Issue 12 (once_per.py): `once_per` slots after this period's success become skips."""
+    from .once_per import apply
+
+    apply(report.planned, store, config)
 
 
 def _run_all(
