@@ -123,7 +123,8 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         [
             (
                 r["id"],
-                r["title"] if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
+                (r["title"] + (f" [holds {', '.join(r['holds'])}]" if r["holds"] else ""))
+                if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
                 f"{r['schedule']} ({r['timezone']})" if r["valid"] else "",
                 ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
                 if r["valid"] else "",

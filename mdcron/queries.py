@@ -67,6 +67,13 @@ def iso(ts: float | None) -> str | None:
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
     rows: list[dict] = []
+    held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
+    if config.resources:
+        from .resources import holders
+
+        for h in holders(config):
+            if h.info is not None:
+                held.setdefault(h.info.task_id, []).append(h.resource)
     for task in loaded.tasks:
         if tag and tag not in task.tags:
             continue
@@ -85,6 +92,9 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "next_run": nxt.isoformat() if nxt else None,
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
+            "uses": list(task.uses),
+            "holds": held.get(task.id, []),
+            "after": list(task.after),
             "file": str(task.path),
             "valid": True,
             "problem": None,
@@ -96,8 +106,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             rows.append({
                 "id": path.stem, "title": None, "schedule": None, "timezone": None,
                 "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
-                "next_run": None, "consecutive_failures": 0, "tags": [], "file": str(path),
-                "valid": False, "problem": str(first),
+                "next_run": None, "consecutive_failures": 0, "tags": [], "uses": [],
+                "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
             })
     return rows
 
@@ -145,6 +155,20 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
         held = format_duration(max(0.0, at - info.started_at))
         lines.append(f"locked: a run started {held} ago is still going; a new slot is skipped")
     lines.append(f"next fire: {local(decision.next_fire)}")
+    return lines + issue12_lines(config, task, at)
+
+
+def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
+    """`why` for issue 12: the resources a task uses and who holds them."""
+    lines = []
+    if task.uses:
+        from .resources import describe_holders
+
+        lines += [f"uses {line} (on_busy: {task.on_busy})"
+                  for line in describe_holders(config, task)]
+    if task.once_per:
+        lines.append(f"once_per: {task.once_per}: after a success this {task.once_per}, its"
+                     " other slots are skipped")
     return lines
 
 

@@ -144,13 +144,17 @@ def run_tick(
         _issue12_plan(store, config, report, rows, candidates, now)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
+        # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
+        deferred = [p for p in report.planned if p.action == "run" and p.task.uses]
         claims = [
             (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
-            for p in report.planned
+            for p in report.planned if not (p.action == "run" and p.task.uses)
         ]
         won = store.claim_slots(claims, now, owner)
         to_run = []
         for p in report.planned:
+            if p.action == "run" and p.task.uses:
+                continue
             run_id = won.get((p.task.id, p.slot))
             if run_id is None:
                 report.lost_claims.append(p.task.id)
@@ -159,9 +163,15 @@ def run_tick(
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None:
             healer = default_healer(config, ctx.environ, store, now)
+        from .resource_runs import start as start_deferred
+
+        uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
         report.ladders = _run_all(ctx, to_run, say, healer)
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
+        for rid, o in uses.join():
+            report.ladders.append(o)
+            report.results.append((o.task, rid, o.final))
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
