@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
     c = cmd("run", "run a task now, regardless of its schedule")
     c.add_argument("id")
+    c.add_argument("--no-chain", action="store_true",
+                   help="do not start the tasks that run after this one")
     c = cmd("list", "tasks with schedule, state, last and next run")
     c.add_argument("--tag")
     c.add_argument("--json", action="store_true")

@@ -92,9 +92,16 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with Store(config.db_path) as store:
         healer = default_healer(config, ctx.environ, store, clock.now())
-        run_id, outcome = run_manual(ctx, store, task, healer)
+        no_chain = getattr(args, "no_chain", False)
+        run_id, outcome = run_manual(ctx, store, task, healer,
+                                     trigger="manual-no-chain" if no_chain else "manual")
         # the same ladder, alerts and incidents as a scheduled run
         after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
+        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now
+            from .chains import run_chain_after_manual
+
+            for chained in run_chain_after_manual(ctx, store, healer, print):
+                after_ladder(store, config, chained, clock.now(), ctx.environ, print)
         finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
     print(f"run {run_id}: " + describe_outcome(outcome))
     if outcome.final.log_path:
@@ -227,6 +234,12 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
 
     tasks, _ = load_tasks(config)
     task = next((t for t in tasks if t.id == args.target), None)
+    if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
+        from .chains import next_lines
+
+        for line in next_lines(config, task, tasks, clock_from(None).now()):
+            print(line)
+        return OK
     try:
         zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
         expression = task.schedule if task else args.target
@@ -265,6 +278,11 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
             others = ", ".join(str(p) for p in paths if p != path)
             problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
                                     " tick refuses to run anything until one is renamed", key="id"))
+    if any(t.after for t in tasks):  # issue 12: unknown upstreams, cycles (every file named)
+        from .chains import check_graph
+
+        problems += check_graph(tasks, {t.id: t.enabled for t in tasks},
+                                {t.id: t.path for t in tasks})[0]
     for task in tasks:
         if task.command and (warning := bypasses_claude_isolation(task.command)):
             problems.append(Problem(task.path, warning, key="command", severity="warning"))

@@ -60,12 +60,14 @@ def execute_claimed(
 
 
 def run_manual(
-    ctx: RunContext, store: Store, task: Task, healer: Healer | None = None
+    ctx: RunContext, store: Store, task: Task, healer: Healer | None = None,
+    trigger: str = "manual",
 ) -> tuple[int, LadderOutcome]:
-    """`run <id>`: now, regardless of schedule, under the same lock, trigger 'manual'."""
+    """`run <id>`: now, regardless of schedule, under the same lock, trigger 'manual' (or
+    'manual-no-chain': its success starts no chain, chains.py)."""
     now = ctx.clock.now()
     run_id = store.start_run(
-        task.id, scheduled_for=now, trigger="manual", attempt=1, kind="run", now=now,
+        task.id, scheduled_for=now, trigger=trigger, attempt=1, kind="run", now=now,
         owner=ctx.owner, task_file=str(task.path),
     )
     return run_id, execute_claimed(ctx, store, task, run_id, healer)

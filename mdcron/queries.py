@@ -52,7 +52,7 @@ def next_fire(task: Task, config: Config, now: float,
     floor: when floor <= now < next_due it is also the first fire after now."""
     from .tick import schedule_of
 
-    if not task.enabled:
+    if not task.enabled or task.after:  # a chain has no fire times of its own
         return None
     if due is not None:
         floor, first = due
@@ -117,6 +117,10 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
     from .schedule import decide, fires_between
     from .tick import _as_observed, schedule_of
 
+    if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
+        from .chains import explain as explain_chain
+
+        return explain_chain(config, task, at) + issue12_lines(config, task, at)
     sched = schedule_of(task, config)
     zone = sched.zone
     at_dt = to_dt(at)

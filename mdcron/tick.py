@@ -71,7 +71,7 @@ def plan(
     out: list[Planned] = []
     now_dt = to_dt(now)
     for task in tasks:
-        if not task.enabled:
+        if not task.enabled or task.after:  # chains run from their upstreams' rows (chains.py)
             continue
         state = states.get(task.id) or default_state(task.id, True, now)
         decision = decide(
@@ -141,7 +141,7 @@ def run_tick(
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
         report.planned = plan(candidates, task_states(rows, candidates), config, now)
-        _issue12_plan(store, config, report, rows, candidates, now)
+        broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
         # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
@@ -172,18 +172,40 @@ def run_tick(
         for rid, o in uses.join():
             report.ladders.append(o)
             report.results.append((o.task, rid, o.final))
+        from .chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
+
+        for task, rid, o in run_rounds(ctx, store, candidates, broken,
+                                       lambda items: _run_all(ctx, items, say, healer), say,
+                                       healer):
+            report.ladders.append(o)  # type: ignore[arg-type]
+            report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
     return report
 
 
-def _issue12_plan(store: Store, config: Config, report: TickReport, rows: dict,
-                  candidates: list[Task], now: float) -> None:
-    """Issue 12 (once_per.py): `once_per` slots after this period's success become skips."""
+def _issue12_plan(store: Store, config: Config, report: TickReport, view, candidates: list[Task],
+                  ) -> set[str]:
+    """Issue 12: `once_per` slots after this period's success become skips (once_per.py);
+    chains are checked (chains.py: cycles, unknown upstreams); returns the ids not to run."""
     from .once_per import apply
 
     apply(report.planned, store, config)
+    if not any(t.after for t in candidates):
+        return set()
+    from .cache import problems_digest
+    from .chains import check_graph
+
+    valid = view.valid
+    problems, broken = check_graph(candidates, {e.id: e.enabled for e in valid},
+                                   {e.id: Path(e.path) for e in valid})
+    report.problems.extend(problems)
+    digest = problems_digest(problems)
+    if store.get_meta("chain_problems_digest") != digest:
+        store.set_meta("chain_problems_digest", digest)
+        report.problems_changed = True
+    return broken
 
 
 def _run_all(
