@@ -256,9 +256,10 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
         deferred = start_deferred(ctx, uses, say, healer, describe_outcome)  # type: ignore[arg-type]
         outcomes = run_all(to_run)
         done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)]
-        done += [(o.task, rid, o) for rid, o in deferred.join()]
-        if not won and not uses:
-            break  # another tick claimed them all
+        ran = deferred.join()
+        done += [(o.task, rid, o) for rid, o in ran]
+        if not won and not ran:
+            break  # nothing moved (claimed by another tick, or a resource stays busy)
     return done
 
 
