@@ -171,8 +171,17 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
         lines += [f"uses {line} (on_busy: {task.on_busy})"
                   for line in describe_holders(config, task)]
     if task.once_per:
-        lines.append(f"once_per: {task.once_per}: after a success this {task.once_per}, its"
-                     " other slots are skipped")
+        from .chains import schedule_zone
+        from .once_per import last_successes, skip_reason
+
+        last = None
+        if config.db_path.exists():
+            with Store(config.db_path) as store:
+                last = last_successes(store, [task.id], at).get(task.id)
+        reason = skip_reason(at, last, schedule_zone(task, config), task.once_per)
+        lines.append(f"once_per: {task.once_per}: " + (
+            f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
+            f"no success yet this {task.once_per}: slots run until one succeeds"))
     return lines
 
 

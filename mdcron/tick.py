@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .clock import Clock, minute_floor, to_dt
 from .config import Config
@@ -23,6 +24,9 @@ from .problems import Problem
 from .recovery import Recovered, recover
 from .store import Store, TaskState
 from .task import Task
+
+if TYPE_CHECKING:
+    from .cache import View
 
 RETENTION_EVERY = 86400.0  # seconds between retention passes
 
@@ -185,8 +189,8 @@ def run_tick(
     return report
 
 
-def _issue12_plan(store: Store, config: Config, report: TickReport, view, candidates: list[Task],
-                  ) -> set[str]:
+def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
+                  candidates: list[Task]) -> set[str]:
     """Issue 12: `once_per` slots after this period's success become skips (once_per.py);
     chains are checked (chains.py: cycles, unknown upstreams); returns the ids not to run."""
     from .once_per import apply

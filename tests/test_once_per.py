@@ -33,6 +33,9 @@ def test_once_per_day_tries_hourly_until_first_success_then_skips(home, write_ta
     for hour in (9, 10, 23):
         done = cli("tick", "--now", f"2026-11-23T{hour:02d}:00:00+02:00")
         assert done.returncode == 0, done.stdout + done.stderr
+    why = cli("why", "fetch", "--at", "2026-11-23T12:00:00+02:00").stdout
+    assert ("once_per: day: already succeeded today (slot 2026-11-23 08:00): slots until the"
+            " day ends are skipped") in why
     got = [(r["status"], r["error"]) for r in rows(home, "fetch") if r["kind"] == "run"]
     assert [s for s, _ in got] == ["failed", "failed", "success", "skipped", "skipped",
                                    "skipped"]
