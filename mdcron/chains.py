@@ -249,6 +249,7 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
         for p in plain:
             if p.action == "skip" and (p.task.id, p.slot) in won:
                 say(f"{p.task.id}: skipped ({p.reason})")
+                alert_skip(store, ctx.config, p.task, p.reason, now, say)  # type: ignore[attr-defined]
         to_run = [(p.task, won[(p.task.id, p.slot)]) for p in plain
                   if p.action == "run" and (p.task.id, p.slot) in won]
         uses = [Planned(p.task, "run", p.slot, p.reason) for p in todo
@@ -261,6 +262,22 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
         if not won and not ran:
             break  # nothing moved (claimed by another tick, or a resource stays busy)
     return done
+
+
+def alert_skip(store: Store, config: object, task: Task, reason: str, now: float,
+               say: Callable[[str], None]) -> None:
+    """A downstream skipped for its upstream alerts only with notify_on: always (with
+    `failure`, the upstream's own failure alert already tells). Never raises."""
+    if task.notify_on != "always":
+        return
+    from .notify import Alert, enqueue
+
+    try:
+        enqueue(store, config, Alert(  # type: ignore[arg-type]
+            "skipped", task.id, f"mdcron: {task.title} ({task.id}) skipped",
+            f"{task.title} ({task.id}): skipped — {reason}", destination=task.notify_to), now)
+    except Exception as exc:  # notifications never fail the tick
+        say(f"mdcron: could not record the alert for {task.id}: {exc!r}")
 
 
 # --------------------------------------------------------------- words for people

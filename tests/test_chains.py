@@ -165,3 +165,18 @@ def test_chain_keys_are_validated(home, write_task):
     assert 'schedule: "after" needs the upstream task' in err
     assert "after: only works with schedule: after" in err
     assert "after: a task cannot run after itself" in err
+
+
+def test_a_skipped_downstream_alerts_only_with_notify_on_always(home, write_task, http_sink):
+    (home / "scheduler.yaml").write_text(
+        f"notify:\n  destinations:\n    ops: \"{http_sink.json_url('/hook')}\"\n"
+        "  default: ops\ntimezone: UTC\n")
+    write_task("extract", schedule="0 9 * * *", command="exit 3", notify_on="never")
+    write_task("quiet", schedule="after extract", command="true")  # notify_on: failure
+    write_task("loud", schedule="after extract", command="true", notify_on="always")
+    tick(home, BEFORE)
+    tick(home, NOW)
+    titles = [b.get("title", "") for b in http_sink.bodies() if isinstance(b, dict)]
+    assert titles == ["mdcron: loud (loud) skipped"]
+    [body] = [b for b in http_sink.bodies() if isinstance(b, dict)]
+    assert "upstream extract failed at 09:00 (exit 3)" in body["message"]
