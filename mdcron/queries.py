@@ -83,7 +83,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
         rows.append({
             "id": task.id,
             "title": task.title,
-            "schedule": task.schedule,
+            "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
             "timezone": zone_name(task, config),
             "enabled": task.enabled,
             "disabled_reason": task.disabled_reason,

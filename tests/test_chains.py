@@ -3,6 +3,7 @@ real SQLite, a real SIGKILL between an upstream's success and its downstream's s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -46,6 +47,10 @@ def test_chain_of_three_in_one_tick_with_the_upstreams_slot(home, write_task):
                           ("load", SLOT_0900, "success", None)]
     tick(home, "2026-11-23T09:01:00+00:00")  # nothing more: one run per upstream success
     assert len(runs(home)) == 3
+    listed = {r["id"]: r for r in json.loads(run_cli(home, "list", "--json").stdout)}
+    assert (listed["load"]["schedule"], listed["load"]["after"]) == ("after transform",
+                                                                     ["transform"])
+    assert listed["transform"]["schedule"] == "after extract"
 
 
 def test_a_chain_survives_its_tick_killed_between_upstream_and_downstream(home, write_task):
