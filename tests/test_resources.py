@@ -152,3 +152,26 @@ def test_uses_an_unknown_resource_is_an_error_with_a_suggestion(home, write_task
     done = run_cli(home, "validate")
     assert done.returncode != 0
     assert "uses: unknown resource 'olama'; did you mean 'ollama'?" in done.stderr
+
+
+def test_a_stale_holder_killed_by_the_next_tick_frees_the_unit(home, write_task):
+    (home / "scheduler.yaml").write_text("resources: {gpu: 1}\ntimezone: UTC\n")
+    pidfile = home / "task.pid"
+    write_task("hog", schedule="0 9 * * *", uses=["gpu"], timeout="1m",
+               command=f"echo $$ > {pidfile}; exec sleep 120")
+    write_task("next", schedule="5 9 * * *", uses=["gpu"], on_busy="skip", command="true")
+    assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    tick = tick_proc(home, NOW)
+    config, _ = load_config(home)
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip() and holders(config)):
+        assert time.monotonic() < deadline, "the task never started"
+        time.sleep(0.05)
+    os.kill(tick.pid, signal.SIGKILL)  # the task lives on, past its deadline + 60 s
+    tick.communicate()
+    done = run_cli(home, "tick", "--now", "2026-11-23T09:05:00+00:00")
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert holders(config) == []
+    rows = statuses(home)
+    assert ("hog", "timeout") in [(t, s) for t, s, _ in rows]
+    assert ("next", "success", None) in rows  # the freed unit went to the next task at once
