@@ -58,6 +58,10 @@ def make_templates() -> Environment:
     env.filters["when"] = _when
     env.filters["markdown"] = _markdown()
     env.globals["relative"] = _relative
+    # macros as globals: a page's live block is rendered alone (Web.page) without its imports
+    macros = env.get_template("macros.html").module
+    env.globals.update(st=macros.status, button=macros.button,  # type: ignore[attr-defined]
+                       runs_table=macros.runs_table)  # type: ignore[attr-defined]
     return env
 
 
