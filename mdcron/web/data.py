@@ -87,7 +87,9 @@ def tasks_view(config: Config, now: float, tag: str | None = None,
     from ..pause import pauses
 
     loaded = load_all(config)
+    _reuse_next_fires(config, loaded, now)
     rows = list_rows(config, loaded, now, tag or None)
+    _remember_next_fires(config, loaded, rows, now)
     paused = pauses(str(config.home))
     for r in rows:
         r["schedule_words"] = words(r["schedule"])
@@ -97,6 +99,33 @@ def tasks_view(config: Config, now: float, tag: str | None = None,
         rows = [r for r in rows if _status_of(r) == status]
     tags = sorted({t for task in loaded.tasks for t in task.tags})
     return {"rows": rows, "tags": tags, **banners(config, loaded, now)}
+
+
+# The next fire of each task as this process last computed it: (schedule, zone) -> (asked at,
+# fire). Valid while the fire is still ahead; it feeds next_fire's `due` hint exactly like the
+# cache's (floor, next_due): the first fire after `floor`. Saves a cron scan per task per poll.
+_NEXT: dict[tuple[str, str, str | None], tuple[float, float | None]] = {}
+
+
+def _reuse_next_fires(config: Config, loaded: Loaded, now: float) -> None:
+    for task in loaded.tasks:
+        hint = loaded.due.get(task.id)
+        if hint is not None and hint[0] <= now and (hint[1] is None or now < hint[1]):
+            continue  # the tick's own hint holds
+        mine = _NEXT.get((task.id, task.schedule, task.timezone or config.timezone))
+        if mine is not None and mine[0] <= now and (mine[1] is None or now < mine[1]):
+            loaded.due[task.id] = mine
+
+
+def _remember_next_fires(config: Config, loaded: Loaded, rows: list[dict], now: float) -> None:
+    by_id = {t.id: t for t in loaded.tasks}
+    for r in rows:
+        task = by_id.get(r["id"])
+        if task is not None and task.enabled and r["valid"]:
+            fire = datetime.fromisoformat(r["next_run"]).timestamp() if r["next_run"] else None
+            _NEXT[(task.id, task.schedule, task.timezone or config.timezone)] = (now, fire)
+    if len(_NEXT) > 4 * len(by_id) + 100:  # renamed tasks: drop the stale keys now and then
+        _NEXT.clear()
 
 
 def _status_of(row: dict) -> str:
