@@ -11,8 +11,9 @@ from pathlib import Path
 
 from ..clock import to_dt
 from ..config import Config, ConfigError, load_config
-from ..queries import Loaded, explain, find_task, iso, list_rows, load_all
+from ..queries import Loaded, explain, find_task, iso, list_rows
 from ..store import Store
+from ..task import Task
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
 PAGE = 50
@@ -30,6 +31,39 @@ def config_or_problems(home: Path) -> tuple[Config | None, list[str]]:
     except ConfigError as exc:
         return None, [str(p) for p in exc.problems]
     return config, [str(w) for w in warnings]
+
+
+# Tasks this process decoded, by file: (stat the cache row was taken at, Task). A file whose
+# stat is unchanged since is the same task: no JSON decode (and no query) per file per poll.
+_TASKS: dict[str, tuple[object, Task]] = {}
+
+
+def load_all(config: Config) -> Loaded:
+    """queries.load_all, with the decoded tasks kept between requests (same cache, same
+    problems, same rows)."""
+    from ..cache import load
+
+    view = load(config)
+    tasks = []
+    for e in view.valid:
+        mine = _TASKS.get(e.path)
+        if (mine is not None and e.stat is not None and mine[0] == e.stat and not e.parsed
+                and mine[1].id == e.id and mine[1].enabled == e.enabled):
+            tasks.append(mine[1])
+        elif (t := view.task(e)) is not None:
+            tasks.append(t)
+            if e.stat is not None:
+                _TASKS[e.path] = (e.stat, t)
+    if len(_TASKS) > 2 * len(view.entries) + 100:
+        _TASKS.clear()
+    states: dict = {}
+    last: dict = {}
+    if config.db_path.exists():
+        with Store(config.db_path) as store:
+            states, last = store.task_states(), store.last_runs()
+            view.save(store)
+    view.close()
+    return Loaded(tasks, view.problems, states, last, view.due_hints(states))
 
 
 def history_json(row: dict) -> dict:
