@@ -65,7 +65,7 @@ def _fill_runs(db_path: Path, n: int, tasks: int) -> None:
     db = sqlite3.connect(db_path)
     now = time.time()
     rows = ((f"task-{i % tasks:05d}", now - (n - i) * 60, "schedule", 1, "run",
-             "success" if i % 17 else "failure", now - (n - i) * 60, now - (n - i) * 60 + 1,
+             "success" if i % 17 else "failed", now - (n - i) * 60, now - (n - i) * 60 + 1,
              1000, 0 if i % 17 else 1) for i in range(n))
     db.executemany("INSERT INTO runs(task_id, scheduled_for, trigger, attempt, kind, status,"
                    " started_at, finished_at, duration_ms, exit_code) VALUES"
@@ -103,8 +103,8 @@ def web_rows(tasks: int = 1000, runs: int = 100_000) -> list[dict]:
                     (f"web: /api/tasks, {tasks} tasks", "/api/tasks", 150),
                     (f"web: History first page, {runs:,} runs", "/history", 100),
                     (f"web: /api/history, {runs:,} runs", "/api/history", 100),
-                    (f"web: History filtered (status=failure), {runs:,} runs",
-                     "/history?status=failure", 100),
+                    (f"web: History filtered (status=failed), {runs:,} runs",
+                     "/history?status=failed", 100),
                     ("web: Task page", "/tasks/task-00001", 150),
                 ):
                     ms = _median_ms(c, path)

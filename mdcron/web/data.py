@@ -92,7 +92,9 @@ def words(schedule: str | None) -> str:
             return f"every hour at :{int(m):02d}"
         if m.isdigit() and h.isdigit() and dom == mon == "*":
             at = f"{int(h):02d}:{int(m):02d}"
-            days = {"*": "every day", "1-5": "weekdays", "0,6": "weekends", "6,0": "weekends"}
+            days = {"*": "every day", "1-5": "weekdays", "0,6": "weekends", "6,0": "weekends",
+                    **{str(i): n + "s" for i, n in enumerate(("Sunday", "Monday", "Tuesday",
+                       "Wednesday", "Thursday", "Friday", "Saturday"))}, "7": "Sundays"}
             return f"{days.get(dow, 'days ' + dow)} at {at}"
     return s
 

@@ -13,7 +13,7 @@ from starlette.routing import Route
 from . import data
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # taskfile's id rule, bounded
-STATUSES = ("success", "failure", "timeout", "crashed", "skipped", "running", "never",
+STATUSES = ("success", "failed", "timeout", "crashed", "skipped", "running", "never",
             "disabled", "invalid")
 
 
