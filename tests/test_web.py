@@ -133,6 +133,18 @@ def test_run_now_starts_a_process_and_the_page_follows_it(home, write_task, serv
     assert done["run"]["status"] == "success" and "done-now" in done["log"]
 
 
+def test_api_run_with_bearer_token(home, write_task, server):
+    write_task("a", command="echo via-api")
+    with httpx.Client(base_url=server.base, timeout=30,
+                      headers={"Authorization": f"Bearer {server.token}"}) as c:
+        r = c.post("/api/tasks/a/run")
+        assert r.status_code == 202 and r.json()["started"]
+        done = wait_for(lambda: [x for x in c.get("/api/history?task=a").json()["runs"]
+                                 if x["status"] != "running"])
+        assert done[0]["status"] == "success" and done[0]["trigger"] == "manual"
+        assert c.post("/api/tasks/nope/run").status_code == 404
+
+
 def test_disable_enable_keep_every_other_byte(home, write_task, server, client):
     path = write_task("a", command="true", enabled=True)
     path.write_text(path.read_text() + "\n# a comment that stays\n")
@@ -294,7 +306,3 @@ def test_web_module_runs_as_command_help():
     out = subprocess.run([sys.executable, str(SCHEDULER), "web", "--help"],
                          capture_output=True, text=True, env={**os.environ})
     assert "--token-file" in out.stdout
-
-
-def _unused(p: Path) -> None:  # keep Path imported for type hints above
-    return None

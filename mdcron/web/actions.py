@@ -26,9 +26,8 @@ def _config(web):
     return config
 
 
-def _back(request: Request, fallback: str) -> Response:
-    target = fallback
-    return RedirectResponse(target, status_code=303)
+def _back(request: Request, target: str) -> Response:
+    return RedirectResponse(target, status_code=303)  # 303: the browser GETs the page
 
 
 def run_now(web, config, tid: str) -> int:

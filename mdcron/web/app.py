@@ -73,7 +73,6 @@ class Web:
         self.clock = clock
         self.templates = make_templates()
         self.csrf = csrf_for(token)
-        self.children: list = []  # `run` processes started here (reaped by a thread)
 
     def page(self, request: Request, name: str, code: int = 200, **context: object) -> Response:
         """A full page, or only its live part when the poller asks (X-Live: 1)."""
