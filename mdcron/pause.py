@@ -10,7 +10,6 @@ standard library alone (os, json) and hand the tick to the full path when one ne
 
 from __future__ import annotations
 
-import json
 import os
 
 MAINTENANCE = "maintenance.json"
@@ -26,6 +25,8 @@ def maintenance(home: str) -> dict | None:
     path = os.path.join(_state(home), MAINTENANCE)
     if not os.path.exists(path):
         return None
+    import json
+
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
@@ -35,6 +36,8 @@ def maintenance(home: str) -> dict | None:
 
 
 def _write_json(path: str, data: object) -> None:
+    import json
+
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -55,6 +58,8 @@ def end_maintenance(home: str) -> bool:
 
 
 def pauses(home: str) -> dict[str, dict]:
+    import json  # not at the top: the idle tick imports this module for two os.path.exists
+
     try:
         with open(os.path.join(_state(home), PAUSES), encoding="utf-8") as fh:
             data = json.load(fh)
