@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
+from functools import lru_cache
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -72,6 +73,7 @@ def history_json(row: dict) -> dict:
     return _history_json(row)
 
 
+@lru_cache(maxsize=4096)
 def words(schedule: str | None) -> str:
     """A few common schedules in plain words; the expression itself otherwise."""
     if not schedule:
