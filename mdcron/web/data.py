@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
-from functools import lru_cache
 from datetime import datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 
 from ..clock import to_dt
