@@ -24,6 +24,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
+    if _paused_tick(config, clock.now(), args.dry_run, say):
+        return OK
     try:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say)
     except StoreError:
@@ -68,17 +70,29 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def _load_task(config: Config, task_id: str):
-    from .taskfile import load_tasks
+def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
+    """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
+    (enabled again before the pass, so their next slot runs). pause.py."""
+    from .pause import maintenance, resume_due
 
-    tasks, problems = load_tasks(config)
-    for t in tasks:
-        if t.id == task_id:
-            return t
-    bad = [p for p in problems if p.severity == "error" and p.path.stem == task_id]
-    if bad:
-        raise UsageError(f"task {task_id!r} has errors: " + "; ".join(str(p) for p in bad))
-    raise UsageError(f"no task with id {task_id!r} in {config.tasks_dir} (see `list`)")
+    marker = maintenance(str(config.home))
+    if marker is not None:
+        say(f"maintenance mode since {marker.get('since', '?')} (by {marker.get('by', '?')}):"
+            " nothing runs; `scheduler.py resume` ends it")
+        if not dry_run and config.db_path.exists():
+            with Store(config.db_path) as store:
+                store.set_meta("last_tick", repr(now))
+        return True
+    if not dry_run:
+        for line in resume_due(config, now):
+            say(line)
+    return False
+
+
+def _load_task(config: Config, task_id: str):
+    from .actions import load_task
+
+    return load_task(config, task_id)
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
@@ -380,14 +394,14 @@ def cmd_logs(config: Config, args: argparse.Namespace) -> int:
     return OK
 
 
-def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None) -> int:
-    from .frontmatter_edit import edit_task_file
+def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
+                 until: float | None = None) -> int:
+    from .actions import set_enabled
 
-    task = _load_task(config, task_id)
-    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
-    with Store(config.db_path) as store:
-        store.set_enabled(task.id, enabled, clock_from(None).now())
+    task = set_enabled(config, task_id, enabled, reason, clock_from(None).now(), until)
     state = "enabled" if enabled else f"disabled ({reason})"
+    if until is not None:
+        state += f" until {to_dt(until).isoformat(timespec='minutes')}"
     print(f"{task.id}: {state} in {task.path}")
     return OK
 
@@ -397,7 +411,34 @@ def cmd_enable(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_disable(config: Config, args: argparse.Namespace) -> int:
-    return _set_enabled(config, args.id, False, args.reason)
+    if args.until is None:
+        return _set_enabled(config, args.id, False, args.reason)
+    until = clock_from(args.until).now()  # a pause that ends by itself (pause.py)
+    return _set_enabled(config, args.id, False, "paused", until)
+
+
+def cmd_pause(config: Config, args: argparse.Namespace) -> int:
+    """Maintenance mode: every tick runs nothing until `resume`."""
+    from .pause import start_maintenance
+
+    by = args.by or os.environ.get("USER") or "someone"
+    start_maintenance(str(config.home), to_dt(clock_from(None).now()).isoformat(), by)
+    print("maintenance mode: the tick runs nothing until `scheduler.py resume`")
+    return OK
+
+
+def cmd_resume(config: Config, args: argparse.Namespace) -> int:
+    from .pause import end_maintenance
+
+    print("maintenance mode ended: the tick runs tasks again" if end_maintenance(
+        str(config.home)) else "not in maintenance mode")
+    return OK
+
+
+def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
+    from .web.server import serve
+
+    return serve(home, args.host, args.port, args.token_file, args.allow_host or [])
 
 
 __all__ = ["USAGE"]
