@@ -119,6 +119,20 @@ def test_api_uses_the_cli_field_names(home, write_task, cli, client):
     assert client.get("/api/tasks/nope").status_code == 404
 
 
+def test_chains_and_once_per_on_task_and_upcoming_pages(home, write_task, client):
+    write_task("extract", schedule="0 6 * * *", command="true")
+    write_task("report", schedule="after extract", command="true", once_per="day")
+    write_task("daily", schedule="0 7 * * *", command="true", once_per="day")
+    for page in ("/", "/tasks/report", "/tasks/extract", "/upcoming", "/api/upcoming"):
+        assert client.get(page).status_code == 200, page
+    fires = [f for hour in client.get("/api/upcoming").json()["hours"].values() for f in hour]
+    by_id = {f["id"]: f for f in fires}
+    assert "report" not in by_id  # a downstream has no fires of its own
+    assert by_id["extract"]["then"] == ["report"]
+    assert by_id["daily"]["once_per"] == "day"
+    assert client.get("/api/tasks/report").json()["next"] == []
+
+
 # ------------------------------------------------------------------ actions
 
 

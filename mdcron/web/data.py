@@ -195,7 +195,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
             heals = heal_history(store, task.id, 10)
             comments = thread(store, task.id)
     fires = []
-    if task.enabled:
+    if task.enabled and not task.after:  # a downstream has no fires of its own: `why` says
         sched = schedule_of(task, config)
         t = to_dt(now)
         for _ in range(5):
@@ -294,7 +294,10 @@ def incidents_view(config: Config) -> list[dict]:
 
 
 def upcoming_view(config: Config, now: float, days: int) -> dict:
-    """Fires of every enabled task in the next `days`, grouped by local hour."""
+    """Fires of every enabled task in the next `days`, grouped by local hour.
+
+    A downstream (`after:`) has no fires of its own: it is listed under each fire of its
+    upstreams as "then …"; a `once_per` task is marked, since only its first success counts."""
     from ..tick import schedule_of
 
     loaded = load_all(config)
@@ -302,8 +305,13 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
     hours: dict[str, list[dict]] = {}
     cap = 48 if days <= 1 else 30  # per task: an every-minute task would fill the page
     total = 0
-    for task in loaded.tasks:
-        if not task.enabled:
+    enabled = [t for t in loaded.tasks if t.enabled]
+    downstream: dict[str, list[str]] = {}
+    for task in enabled:
+        for up in task.after:
+            downstream.setdefault(up, []).append(task.id)
+    for task in enabled:
+        if task.after:
             continue
         sched = schedule_of(task, config)
         t, n = to_dt(now), 0
@@ -313,7 +321,8 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
                 break
             local = nxt.astimezone()
             hours.setdefault(local.strftime("%Y-%m-%d %H:00"), []).append(
-                {"id": task.id, "at": local.strftime("%H:%M"), "iso": nxt.isoformat()})
+                {"id": task.id, "at": local.strftime("%H:%M"), "iso": nxt.isoformat(),
+                 "once_per": task.once_per, "then": sorted(downstream.get(task.id, []))})
             t, n = nxt, n + 1
             total += 1
     for items in hours.values():
