@@ -22,16 +22,15 @@ from .claude import (
     NO_KEY,
     ClaudeError,
     ClaudeSession,
-    TemplateError,
     api_key,
     append_jsonl,
     claude_config,
-    render_template,
 )
 from .config import Config
 from .frontmatter_edit import EditError, edit_task_file, set_keys
 from .store import Store
 from .task import NOTIFY_ON, Task
+from .templates import TemplateError, render_template
 
 TEMPLATE = "check-comments.txt"
 AUDIT_LOG = "comments-audit.log"

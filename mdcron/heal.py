@@ -27,11 +27,9 @@ from .claude import (
     NO_KEY,
     ClaudeError,
     ClaudeSession,
-    TemplateError,
     api_key,
     append_jsonl,
     claude_config,
-    render_template,
     reply_text,
 )
 from .config import Config
@@ -40,6 +38,7 @@ from .healing import HealRecord
 from .outcome import RunResult
 from .store import Store
 from .task import Task
+from .templates import PLACEHOLDERS, TemplateError, check_template, render_template
 
 TEMPLATE = "self-heal.txt"
 AUDIT_LOG = "self-heal-audit.log"
@@ -91,11 +90,8 @@ class ClaudeHealer:
         if today >= self.cfg.max_heals_per_day:
             return (f"{task.id} was healed {today} time(s) in the last 24 h "
                     f"(claude.max_heals_per_day: {self.cfg.max_heals_per_day})")
-        try:
-            render_template(self.config, TEMPLATE, {k: "" for k in _PLACEHOLDERS})
-        except TemplateError as exc:
-            return str(exc)
-        return None
+        _source, broken = check_template(self.config, TEMPLATE)
+        return broken
 
     def heal(
         self, task: Task, *, attempt: int, failure: RunResult, previous: HealRecord | None,
@@ -228,9 +224,11 @@ class ClaudeHealer:
             "error": failure.fail_reason or "(no reason recorded)",
             "output_tail": _clip(failure.output_tail) or "(no output)",
             "attempt": str(attempt),
-            "previous_diagnosis": previous.diagnosis if previous else "(none: first heal)",
-            "previous_diff": (previous.diff or "(no change)") if previous else "(none)",
-            "previous_error": str(prev_extra.get("failure") or "(none)"),
+            # empty on the first heal: the template's {{#previous_diagnosis}} section is left out
+            "previous_diagnosis": (previous.diagnosis or "(none given)") if previous else "",
+            "previous_diff": (previous.diff or "(no change)") if previous else "",
+            "previous_error": str(prev_extra.get("failure") or "(not recorded)") if previous
+            else "",
             "home": str(sandbox.home),
             "writable": sandbox.writable_summary(),
             "max_tool_calls": str(self.cfg.max_tool_calls),
@@ -275,11 +273,7 @@ class ClaudeHealer:
             record.extra["audit_error"] = str(exc)
 
 
-_PLACEHOLDERS = (
-    "task_id", "title", "task_file", "task_text", "run_as", "command", "cwd", "exit_code",
-    "outcome", "error", "output_tail", "attempt", "previous_diagnosis", "previous_diff",
-    "previous_error", "home", "writable", "max_tool_calls", "now",
-)
+_PLACEHOLDERS = PLACEHOLDERS[TEMPLATE]
 
 
 def _dispatch(sandbox: Sandbox, name: str, inputs: dict[str, Any]) -> str:
