@@ -283,6 +283,17 @@ class Store:
             )
             return cur.rowcount == 1
 
+    def add_note(self, run_id: int, note: str) -> None:
+        """Attach a sentence to a finished row (`extra.note`; history and `show` print it after
+        the error: 'exit 1; self-heal not attempted: ...'). The error itself stays the run's."""
+        with self.write() as db:
+            db.execute(
+                "UPDATE runs SET extra = json_set(CASE WHEN json_valid(extra) THEN extra"
+                " ELSE '{}' END, '$.note', CASE WHEN json_extract(extra, '$.note') IS NULL"
+                " THEN ? ELSE json_extract(extra, '$.note') || '; ' || ? END) WHERE id = ?",
+                (note, note, run_id),
+            )
+
     def running_rows(self) -> list[dict[str, object]]:
         return self._rows("SELECT * FROM runs WHERE status = 'running' ORDER BY id", ())
 

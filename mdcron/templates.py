@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import Config
+from .problems import Problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "prompts"
 
@@ -130,3 +131,15 @@ def check_template(config: Config, name: str) -> tuple[TemplateSource, str | Non
     except TemplateError as exc:
         return source, str(exc)
     return source, None
+
+
+def template_problems(config: Config) -> list[Problem]:
+    """For `validate`: every prompt template that cannot be used (self-heal or comment reading
+    would be skipped, and each skipped failure would say so)."""
+    problems = []
+    for name in PLACEHOLDERS:
+        source, broken = check_template(config, name)
+        if broken is not None:
+            what = "self-heal" if name == "self-heal.txt" else "comment reading"
+            problems.append(Problem(source.path, f"{broken} ({what} is off until then)"))
+    return problems
