@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .pipes import guard_std_streams
+
+    guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
     argv = sys.argv[1:] if argv is None else list(argv)
     idle = _idle_tick(argv)
     if idle is not None:
