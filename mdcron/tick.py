@@ -136,6 +136,10 @@ def run_tick(
 
     owner = current_owner()
     with Store(config.db_path) as store:
+        if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
+            from .dbguard import alert_if_recreated
+
+            alert_if_recreated(store, config, now, say)
         report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
         rows = view.observe(store, now)
