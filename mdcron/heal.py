@@ -42,6 +42,7 @@ from .templates import PLACEHOLDERS, TemplateError, check_template, render_templ
 
 TEMPLATE = "self-heal.txt"
 AUDIT_LOG = "self-heal-audit.log"
+BACKUPS = "heal-backups"  # in logs/; pruned with the runs (retention_days)
 MAX_AUDITED_REFUSALS = 200
 PROMPT_TEXT_LIMIT = 32 * 1024  # characters of the task file and output tail put in the prompt
 
@@ -239,7 +240,7 @@ class ClaudeHealer:
 
     def _backup_dir(self, task: Task, attempt: int, started: float) -> Path:
         stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
-        base = self.config.logs_dir / "heal-backups" / task.id
+        base = self.config.logs_dir / BACKUPS / task.id
         path, n = base / f"{stamp}-{attempt}", 1
         while path.exists():
             n += 1
@@ -369,6 +370,37 @@ def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, 
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+# --- retention ------------------------------------------------------------------------------------
+
+
+def prune_backups(config: Config, older_than: float) -> list[Path]:
+    """Delete heal backups (logs/heal-backups/<task>/<stamp>-<attempt>) made before
+    `older_than`, by the UTC stamp in their name (the time the heal started), as the tick's
+    retention does for runs. Returns what was removed; empty task folders go too."""
+    import shutil
+
+    root = config.logs_dir / BACKUPS
+    removed: list[Path] = []
+    try:
+        task_dirs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return removed
+    for task_dir in task_dirs:
+        for backup in sorted(task_dir.iterdir()):
+            try:
+                made = datetime.strptime(backup.name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            except ValueError:
+                continue  # not ours: left alone
+            if made.timestamp() < older_than and backup.is_dir() and not backup.is_symlink():
+                shutil.rmtree(backup, ignore_errors=True)
+                removed.append(backup)
+        try:
+            task_dir.rmdir()  # only when empty
+        except OSError:
+            pass
+    return removed
+
+
 # --- revert --------------------------------------------------------------------------------------
 
 
@@ -384,6 +416,9 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float | None
     if row is None:
         raise RevertError(f"{task_id} has no applied heal to revert")
     heal_id, backup = row[0], Path(row[1])
+    if not backup.exists():
+        raise RevertError(f"the backup of heal {heal_id} ({backup}) is gone: heal backups are"
+                          f" kept for retention_days ({config.retention_days}), like runs")
     try:
         manifest = json.loads((backup / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

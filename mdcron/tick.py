@@ -313,3 +313,7 @@ def _retention(config: Config, store: Store, now: float) -> None:
                 path.parent.rmdir()  # only when empty
             except OSError:
                 pass
+    if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
+        from .heal import prune_backups
+
+        prune_backups(config, now - config.retention_days * 86400)
