@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported: every command, the idle tick too, loads this
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class QuietOnClosedPipe:
