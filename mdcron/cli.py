@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .pipes import guard_std_streams
+    from .procguard import make_undumpable
+
+    make_undumpable()  # tasks of the same user cannot read our secrets in /proc/<pid>/environ
+    guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
     argv = sys.argv[1:] if argv is None else list(argv)
     idle = _idle_tick(argv)
     if idle is not None:

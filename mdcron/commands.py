@@ -196,6 +196,7 @@ def _history_json(row: dict) -> dict:
     for key in ("scheduled_for", "started_at", "finished_at"):
         out[key] = iso(row[key])  # type: ignore[arg-type]
     out["run_id"] = row["id"]
+    out["note"] = _note(row) or None  # e.g. "self-heal not attempted: ..."
     return out
 
 
@@ -230,7 +231,7 @@ def cmd_history(config: Config, args: argparse.Namespace) -> int:
 
 
 def _error_text(row: dict) -> str:
-    """The error column; a heal row shows its diagnosis."""
+    """The error column; a heal row shows its diagnosis; a note (why no heal) follows."""
     if row.get("kind") == "heal" and row.get("extra"):
         import json
 
@@ -238,7 +239,17 @@ def _error_text(row: dict) -> str:
             return "heal: " + str(json.loads(str(row["extra"])).get("diagnosis", ""))[:300]
         except ValueError:
             pass
-    return str(row.get("error") or "")
+    return "; ".join(t for t in (str(row.get("error") or ""), _note(row)) if t)
+
+
+def _note(row: dict) -> str:
+    import json
+
+    try:
+        extra = json.loads(str(row.get("extra") or "{}"))
+    except ValueError:
+        return ""
+    return str(extra.get("note") or "") if isinstance(extra, dict) else ""
 
 
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
@@ -302,6 +313,9 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
             problems.append(Problem(task.path, warning, key="command", severity="warning"))
     for note in _claude_notes(config):
         problems.append(Problem(config.tasks_dir, note, severity="warning"))
+    from .templates import template_problems
+
+    problems += template_problems(config)
     errors = [p for p in problems if p.severity == "error"]
     if args.json:
         print_json({"tasks": len(tasks), "errors": len(errors),

@@ -140,6 +140,10 @@ def run_tick(
 
     owner = current_owner()
     with Store(config.db_path) as store:
+        if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
+            from .dbguard import alert_if_recreated
+
+            alert_if_recreated(store, config, now, say)
         report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
         rows = view.observe(store, now)
@@ -223,7 +227,7 @@ def _run_all(
         task, run_id = item
         with Store(ctx.config.db_path) as store:  # one connection per thread
             try:
-                task, skip_reason = _read_comments(ctx, store, task)
+                task, skip_reason, unread_note = _read_comments(ctx, store, task)
                 if skip_reason is not None:
                     store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
                     result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
@@ -231,6 +235,8 @@ def _run_all(
                                             steps=[(1, "run", result)])
                 else:
                     outcome = execute_claimed(ctx, store, task, run_id, healer)
+                    if unread_note:  # why the comments were not read, on the run's row
+                        store.add_note(run_id, unread_note)
             except Exception as exc:  # one task's failure never ends the tick
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
@@ -259,24 +265,26 @@ def default_healer(config: Config, environ: dict[str, str], store: Store,
     return ClaudeHealer(config, environ, store, now)
 
 
-def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str | None]:
+def _read_comments(ctx: RunContext, store: Store,
+                   task: Task) -> tuple[Task, str | None, str | None]:
     """Unread comments are read by Claude before the run: returns the task to run (an
-    `update` edits its file) and a skip reason for `skip` / `pause`."""
+    `update` edits its file), a skip reason for `skip` / `pause`, and why the comments were
+    left unread (no key, a broken template, an API error) for the run's history row."""
     unread = store.connect().execute(
         "SELECT 1 FROM comments WHERE task_id = ? AND read_at IS NULL LIMIT 1", (task.id,)
     ).fetchone()
     if not unread:
-        return task, None  # the usual case: nothing imported, one indexed lookup
-    from .comments import check_comments
+        return task, None, None  # the usual case: nothing imported, one indexed lookup
+    from .comments import UNREAD, check_comments
 
     decision = check_comments(task, ctx.config, ctx.environ, store, ctx.clock.now())
     if decision.action in ("skip", "pause"):
-        return task, f"comments: {decision.action} — {decision.reason}"
+        return task, f"comments: {decision.action} — {decision.reason}", None
     if decision.action == "update" and decision.applied_updates:
         from .ladder import reload_task
 
-        return reload_task(task), None
-    return task, None
+        return reload_task(task), None, None
+    return task, None, decision.reason if decision.reason.startswith(UNREAD) else None
 
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
@@ -350,3 +358,7 @@ def _retention(config: Config, store: Store, now: float) -> None:
                 path.parent.rmdir()  # only when empty
             except OSError:
                 pass
+    if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
+        from .heal import prune_backups
+
+        prune_backups(config, now - config.retention_days * 86400)
