@@ -44,7 +44,9 @@ def note_created(db: sqlite3.Connection, db_path: Path) -> None:
                        (META_KEY, json.dumps({"evidence": evidence, "path": str(db_path)})))
         created = datetime.now(UTC).isoformat(timespec="seconds")
         tmp = state / f".{MARKER}.{os.getpid()}"
-        tmp.write_text(json.dumps({"created_at": created, "path": str(db_path)}) + "\n")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as state/
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"created_at": created, "path": str(db_path)}) + "\n")
         os.replace(tmp, marker)
     except (OSError, sqlite3.Error):
         pass
