@@ -12,6 +12,7 @@ from .units import DurationError, parse_duration
 
 CONFIG_NAME = "scheduler.yaml"
 ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
+STATE_URL_ENV = "MDCRON_STATE_URL"  # state_url.ENV_NAME; overrides scheduler.yaml's state_url
 ID_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # resource names become file names
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -35,6 +36,11 @@ class Config:
     probation: float = 7 * 86400.0  # after a heal that worked, seconds of no second chance
     max_heals_per_tick: int = 3
     resources: dict[str, int] = field(default_factory=dict)  # name -> capacity (resources.py)
+    # issue 11: PostgreSQL state shared by several hosts; None = SQLite in state/mdcron.db.
+    # Expanded (it may hold a password): kept out of repr, shown only through state_url.mask.
+    state_url: str | None = field(default=None, repr=False)
+    host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
+    max_clock_skew: float = 30.0  # seconds a host's clock may be off (issue 11, not yet enforced)
     raw: dict[str, object] = field(default_factory=dict)  # the parsed file, for later issues
 
     @property
@@ -58,6 +64,14 @@ class Config:
         return self.state_dir / "mdcron.db"
 
     @property
+    def host_name(self) -> str:
+        if self.host:
+            return self.host
+        from .state_url import default_host
+
+        return default_host()
+
+    @property
     def locks_dir(self) -> Path:
         return self.state_dir / "locks"
 
@@ -69,7 +83,9 @@ class Config:
         """Names (or globs) of environment variables that never reach a task unasked: the
         configured ones, the Anthropic key, and every ${VAR} the config itself refers to."""
         referenced = sorted(set(_ENV_REF.findall(repr(self.raw))))
-        return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *referenced)))
+        # the state URL may carry a password, directly or through libpq's own variable
+        state = (STATE_URL_ENV, "PGPASSWORD") if self.state_url else (STATE_URL_ENV,)
+        return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *referenced, *state)))
 
 
 class ConfigError(Exception):
@@ -87,6 +103,7 @@ _KNOWN = {
     # keys read by later parts (notifications, Claude); accepted here so they do not warn
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
     "max_heals_per_tick", "probation", "resources",
+    "state_url", "host", "max_clock_skew",  # issue 11 (state_url.py)
 }
 
 
@@ -96,6 +113,8 @@ def load_config(home: Path) -> tuple[Config, list[Problem]]:
     home = home.resolve()
     path = home / CONFIG_NAME
     if not path.exists():
+        if os.environ.get(STATE_URL_ENV):  # a state URL without a config file
+            return _build(home, path, {}, exists=False)
         return Config(home=home), []
     import yaml  # only when there is a config file
 
@@ -114,7 +133,8 @@ def load_config(home: Path) -> tuple[Config, list[Problem]]:
     return _build(home, path, data)
 
 
-def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
+def _build(home: Path, path: Path, data: dict,
+           exists: bool = True) -> tuple[Config, list[Problem]]:
     errors: list[Problem] = []
     warnings: list[Problem] = []
     values: dict[str, object] = {}
@@ -183,6 +203,7 @@ def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
                 " resources: {ollama: 1, gpu: 2}")
         else:
             values["resources"] = dict(v)
+    errors += _state(path, data, values)
     # The notification and Claude sections are parsed by their own modules (cheap imports).
     from .claude import parse_claude_config
     from .notify_config import parse_notify_config
@@ -192,4 +213,30 @@ def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
             (errors if problem.severity == "error" else warnings).append(problem)
     if errors:
         raise ConfigError(errors)
-    return Config(home=home, path=path, raw=data, **values), warnings  # type: ignore[arg-type]
+    return (Config(home=home, path=path if exists else None, raw=data, **values),  # type: ignore[arg-type]
+            warnings)
+
+
+def _state(path: Path, data: dict, values: dict[str, object]) -> list[Problem]:
+    """state_url (the environment's MDCRON_STATE_URL wins), host, max_clock_skew: issue 11."""
+    from .state_url import StateUrlError, check_host, parse
+
+    errors = []
+    url = os.environ.get(STATE_URL_ENV) or data.get("state_url")
+    where = f"${STATE_URL_ENV}" if os.environ.get(STATE_URL_ENV) else "state_url"
+    if url is not None:
+        try:
+            values["state_url"] = parse(url, os.environ)
+        except StateUrlError as exc:
+            errors.append(Problem(path, f"{where}: {exc}", key="state_url"))
+    if "host" in data:
+        try:
+            values["host"] = check_host(data["host"])
+        except StateUrlError as exc:
+            errors.append(Problem(path, f"{exc}; e.g. host: web1", key="host"))
+    if "max_clock_skew" in data:
+        try:
+            values["max_clock_skew"] = parse_duration(data["max_clock_skew"])
+        except DurationError as exc:
+            errors.append(Problem(path, str(exc), key="max_clock_skew"))
+    return errors
