@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .cli import UsageError
 from .config import Config
-from .store import Store
+from .store import state_store
 from .task import Task
 
 
@@ -42,7 +42,7 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
     edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         store.set_enabled(task.id, enabled, now)
     set_pause(str(config.home), task.id, until, str(task.path) if until is not None else None)
     return task

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .config import Config
 from .escalation import Step
 from .outcome import Outcome, RunResult
-from .store import Store
+from .store import Store, state_store
 from .task import Task
 from .units import format_duration
 
@@ -253,7 +253,7 @@ def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
             + "\n".join(lines))
     digest = hashlib.sha256(body.encode()).hexdigest()
     try:
-        with Store(config.db_path) as store:
+        with state_store(config) as store:
             last = json.loads(store.get_meta("duplicate_alert") or "{}")
             due = last.get("digest") != digest or now - float(last.get("at", 0)) >= (
                 DUPLICATE_ALERT_EVERY)
@@ -284,7 +284,7 @@ def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, s
         error = f"{error}\n{check.detail}\nfix: {check.fix}"
     recorded = False
     try:
-        with Store(config.db_path) as store:
+        with state_store(config) as store:
             recorded = scheduler_alert(store, config, kind="tick_crashed",
                                        title="mdcron: tick crashed, tasks are not running",
                                        body=f"The tick failed with:\n{error[-3000:]}", now=now,

@@ -294,7 +294,12 @@ class View:
         e.due_zone = self.zone if _zone_bound(task, self.config) else ""
 
     def save(self, store: Store) -> None:
-        """Write what changed; a cache that cannot be written is no reason to fail."""
+        """Write what changed; a cache that cannot be written is no reason to fail. The cache
+        is this host's own: with a PostgreSQL state it goes to state/mdcron.db all the same."""
+        if store.dialect != "sqlite":
+            with Store(self.config.db_path) as local:
+                self.save(local)
+            return
         self.close()
         if self.key is None:
             return

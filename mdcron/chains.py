@@ -23,7 +23,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 
 from .problems import Problem
-from .store import Store, TaskState
+from .store import Store, TaskState, state_store
 from .task import Task
 
 MAX_ROUNDS = 64  # a chain deeper than this finishes in the next tick
@@ -297,10 +297,9 @@ def explain(config: object, task: Task, at: float) -> list[str]:
                 else ", once per successful upstream run, for the upstream's slot")]
     if not task.enabled:
         return lines + [f"not due: the task is disabled; `enable {task.id}` turns it on"]
-    db = config.db_path  # type: ignore[attr-defined]
-    if not db.exists():
+    if not config.state_exists:  # type: ignore[attr-defined]
         return lines + [f"waiting for {', '.join(task.after)}: nothing has run yet"]
-    with Store(db) as store:
+    with state_store(config) as store:  # type: ignore[arg-type]
         state = store.task_states().get(task.id) or default_state(task.id, True, at)
         if state.last_slot is not None:
             lines.append(f"last claimed slot: {_when(state.last_slot, zone)}")

@@ -10,7 +10,7 @@ from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
 from .clock import parse_instant, to_dt
 from .config import Config
 from .problems import Problem
-from .store import Store
+from .store import state_store
 from .units import format_duration
 
 
@@ -71,8 +71,8 @@ def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     if marker is not None:
         say(f"maintenance mode since {marker.get('since', '?')} (by {marker.get('by', '?')}):"
             " nothing runs; `scheduler.py resume` ends it")
-        if not dry_run and config.db_path.exists():
-            with Store(config.db_path) as store:
+        if not dry_run and config.state_exists:
+            with state_store(config) as store:
                 store.set_meta("last_tick", repr(now))
         return True
     if not dry_run:
@@ -96,7 +96,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     task = _load_task(config, args.id)
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         healer = default_healer(config, ctx.environ, store, clock.now())
         no_chain = getattr(args, "no_chain", False)
         run_id, outcome = run_manual(ctx, store, task, healer,
@@ -141,7 +141,7 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
                 f"{r['schedule']} ({r['timezone']})" if r["valid"] else "",
                 ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
                 if r["valid"] else "",
-                short_time(r["last_run"]),
+                short_time(r["last_run"]) + _on_host(config, r.get("last_host")),
                 _status_cell(r),
                 short_time(r["next_run"]),
                 r["consecutive_failures"] or "",
@@ -150,6 +150,11 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         ],
     )
     return OK
+
+
+def _on_host(config: Config, host: object) -> str:
+    """' on web1' after a time when several hosts share the state (issue 11)."""
+    return f" on {host}" if config.state_url and host else ""
 
 
 def _status_cell(row: dict) -> str:
@@ -169,8 +174,8 @@ STALE_TICK = 300.0  # seconds without a tick before `list` warns
 def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
     """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
     notes = []
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             last = store.get_meta("last_tick")
         if last is not None and now - float(last) > STALE_TICK:
             notes.append(f"the last tick ran {format_duration(now - float(last))} ago: is the"
@@ -207,8 +212,8 @@ def cmd_history(config: Config, args: argparse.Namespace) -> int:
     from .render import print_json, short_time, status_style, table
 
     rows: list[dict] = []
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             rows = store.history(args.n, args.task)
     if args.json:
         print_json([_history_json(r) for r in rows])
@@ -216,14 +221,15 @@ def cmd_history(config: Config, args: argparse.Namespace) -> int:
     if not rows:
         print("no runs recorded yet")
         return OK
+    shared = bool(config.state_url)  # several hosts: which one ran it (issue 11)
     table(
         "recent runs, newest first",
-        ["run", "task", "slot", "trigger", "attempt", "kind", "started", "took", "status",
-         "exit", "error"],
+        ["run", "task", "slot", "trigger", "attempt", "kind", *(["host"] if shared else []),
+         "started", "took", "status", "exit", "error"],
         [
             (
                 r["id"], r["task_id"], short_time(r["scheduled_for"]), r["trigger"], r["attempt"],
-                r["kind"], short_time(r["started_at"]),
+                r["kind"], *([r.get("host") or ""] if shared else []), short_time(r["started_at"]),
                 format_duration(r["duration_ms"] / 1000) if r["duration_ms"] is not None else "",
                 status_style(r["status"]), r["exit_code"], _error_text(r),
             )
@@ -337,8 +343,8 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     task = _load_task(config, args.id)
     at = clock_from(args.at).now()
     state = None
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             state = store.task_states().get(task.id)
     for line in explain(config, task, state, at):
         print(line)
@@ -354,8 +360,8 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     runs: list[dict] = []
     heals: list[dict] = []
     state = None
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             runs = store.history(10, task.id)
             state = store.task_states().get(task.id)
             from .heal import heal_history
@@ -387,8 +393,8 @@ def cmd_logs(config: Config, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     row = None
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             if args.run is not None:
                 row = store.run(args.run)
                 if row and row["task_id"] != args.id:
@@ -466,8 +472,8 @@ def cmd_incidents(config: Config, args: argparse.Namespace) -> int:
     from .render import print_json, short_time, table
 
     rows: list[dict] = []
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             rows = list_incidents(store, include_resolved=args.all)
     if args.json:
         print_json([incident_json(r) for r in rows])
@@ -484,7 +490,7 @@ def cmd_incidents(config: Config, args: argparse.Namespace) -> int:
 def cmd_resolve(config: Config, args: argparse.Namespace) -> int:
     from .incidents import resolve
 
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         done = resolve(store, args.incident, clock_from(None).now(), "resolved by hand")
     if not done:
         print(f"mdcron: no open incident #{args.incident} (see `incidents`)", file=sys.stderr)
@@ -498,7 +504,7 @@ def cmd_comment(config: Config, args: argparse.Namespace) -> int:
 
     task = _load_task(config, args.id)
     author = args.author or os.environ.get("USER") or "someone"
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         comment_id = add_comment(store, task.id, author, args.text, clock_from(None).now())
     print(f"comment #{comment_id} on {task.id} stored; Claude reads it before the next run")
     return OK
@@ -509,8 +515,8 @@ def cmd_comments(config: Config, args: argparse.Namespace) -> int:
     from .render import print_json, short_time
 
     rows: list[dict] = []
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             rows = thread(store, args.id)
     if args.json:
         from .queries import iso
@@ -535,7 +541,7 @@ def cmd_revert_heal(config: Config, args: argparse.Namespace) -> int:
 
     task = _load_task(config, args.id)
     try:
-        with Store(config.db_path) as store:
+        with state_store(config) as store:
             restored = revert_heal(config, store, task.id, now=clock_from(None).now(),
                                    force=args.force)
     except RevertError as exc:

@@ -64,6 +64,11 @@ class Config:
         return self.state_dir / "mdcron.db"
 
     @property
+    def state_exists(self) -> bool:
+        """Whether there is state to read (a PostgreSQL state always is: it is created there)."""
+        return bool(self.state_url) or self.db_path.exists()
+
+    @property
     def host_name(self) -> str:
         if self.host:
             return self.host

@@ -30,7 +30,7 @@ import os
 import time
 
 CACHE_FORMAT = 1
-SCHEMA_VERSION = 3  # store.SCHEMA_VERSION (a test checks that they agree)
+SCHEMA_VERSION = 4  # store.SCHEMA_VERSION (a test checks that they agree)
 RETENTION_EVERY = 86400.0  # tick.RETENTION_EVERY (a test checks)
 RACY_NS = 2_000_000_000  # a file changed this close to its reading is read again next time
 DUE_SLACK = 1e-6  # a next_due this close to now counts as due: decide() has the final word
@@ -195,6 +195,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
     text = config_text(home)
     if text is None:
         return None
+    if "state_url" in text or os.environ.get("MDCRON_STATE_URL"):
+        return None  # issue 11: a PostgreSQL state; the idle proof is SQLite-only so far
     key = cache_key(text)
     folder = os.path.join(home, "tasks")
     read_ns = time.time_ns()

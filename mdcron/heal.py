@@ -66,6 +66,7 @@ class ClaudeHealer:
         self.config = config
         self.environ = environ
         self.db_path = store.path  # each heal opens its own connection (ladders run in threads)
+        self.db_url, self.db_host = store.url, store.host
         self.cfg = claude_config(config)
         self._now0, self._t0 = now, time.monotonic()
         self._lock = threading.Lock()
@@ -86,7 +87,7 @@ class ClaudeHealer:
         if used >= self.cfg.max_heals_per_tick:
             return (f"this tick's self-heal budget is used up ({used} heal(s); "
                     f"max_heals_per_tick: {self.cfg.max_heals_per_tick})")
-        with Store(self.db_path) as store:
+        with Store(self.db_path, url=self.db_url, host=self.db_host) as store:
             today = heals_since(store, task.id, self.now() - 86400)
         if today >= self.cfg.max_heals_per_day:
             return (f"{task.id} was healed {today} time(s) in the last 24 h "
@@ -250,7 +251,7 @@ class ClaudeHealer:
     def _insert(self, task: Task, run_id: int, attempt: int, started: float,
                 record: HealRecord) -> int:
         backup = str(record.backup_dir) if record.backup_dir else None
-        with Store(self.db_path) as store, store.write() as db:
+        with Store(self.db_path, url=self.db_url, host=self.db_host) as store, store.write() as db:
             cur = db.execute(
                 "INSERT INTO heals(task_id, run_id, attempt, created_at, diagnosis, diff,"
                 " backup_dir, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

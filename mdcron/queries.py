@@ -10,7 +10,7 @@ from .clock import to_dt
 from .config import Config
 from .locks import holder_alive, lock_path, read_info
 from .problems import Problem
-from .store import Store, TaskState
+from .store import TaskState, state_store
 from .task import Task
 from .units import format_duration
 
@@ -32,8 +32,8 @@ def load_all(config: Config) -> Loaded:
     tasks = [t for e in view.valid if (t := view.task(e)) is not None]
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             states, last = store.task_states(), store.last_runs()
             view.save(store)
     view.close()
@@ -91,6 +91,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "disabled_reason": task.disabled_reason,
             "last_run": iso(last.get("started_at")),  # type: ignore[arg-type]
             "last_status": last.get("status"),
+            "last_host": last.get("host"),  # issue 11: the host that ran it
             "running_since": iso(running_since),
             "next_run": nxt.isoformat() if nxt else None,
             "consecutive_failures": state.consecutive_failures if state else 0,
@@ -109,7 +110,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             rows.append({
                 "id": path.stem, "title": None, "schedule": None, "timezone": None,
                 "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
-                "running_since": None,
+                "last_host": None, "running_since": None,
                 "next_run": None, "consecutive_failures": 0, "tags": [], "uses": [],
                 "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
             })
@@ -179,8 +180,8 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
         from .once_per import last_successes, skip_reason
 
         last = None
-        if config.db_path.exists():
-            with Store(config.db_path) as store:
+        if config.state_exists:
+            with state_store(config) as store:
                 last = last_successes(store, [task.id], at).get(task.id)
         reason = skip_reason(at, last, schedule_zone(task, config), task.once_per)
         lines.append(f"once_per: {task.once_per}: " + (

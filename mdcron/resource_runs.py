@@ -18,7 +18,7 @@ from .ladder import LadderOutcome, execute_claimed
 from .locks import LockInfo
 from .outcome import Outcome, RunResult
 from .resources import busy_env, take
-from .store import Store
+from .store import Store, state_store
 
 NEXT_TICK = 60.0  # seconds: cron starts the next tick a minute later
 
@@ -52,7 +52,7 @@ def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: He
             return
         if got is not None:
             say(describe(got[1]))
-            with Store(ctx.config.db_path) as store:  # its alerts when it ends (tick._after_one)
+            with state_store(ctx.config) as store:  # its alerts when it ends (tick._after_one)
                 from .tick import _after_one
 
                 _after_one(store, ctx, got[1], say)
@@ -80,7 +80,7 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
             healer: Healer | None) -> tuple[int, LadderOutcome] | None:
     task, slot = p.task, p.slot
     config, owner = ctx.config, ctx.owner
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         if _claimed(store, task.id, slot):
             return None  # another tick got there first
         held = take(config, task, stop=lambda: _claimed(store, task.id, slot))

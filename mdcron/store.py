@@ -1,4 +1,9 @@
-"""SQLite state: runs (one row per attempt), per-task state, and small facts about ticks.
+"""The state: runs (one row per attempt), per-task state, and small facts about ticks.
+
+SQLite in state/mdcron.db by default; PostgreSQL when state_url says so (issue 11: several
+hosts share one database). The SQL is written once in SQLite's spelling; pgstate.py translates
+it. `connect()` returns a sqlite3.Connection or a pgstate.PgConnection, which behave alike for
+what the modules do with them (execute, executemany, rowcount, lastrowid, description).
 
 Times are stored as Unix seconds (REAL); conversion to aware datetimes happens at the edges.
 Connections are short-lived and autocommit; every write is one `BEGIN IMMEDIATE` transaction, so
@@ -23,7 +28,7 @@ from .schema import MIGRATIONS, SCHEMA_VERSION
 RUN_COLUMNS = (
     "id", "task_id", "scheduled_for", "trigger", "attempt", "kind", "status", "started_at",
     "finished_at", "duration_ms", "exit_code", "error", "output_tail", "log_path", "owner_pid",
-    "owner_start", "owner_boot", "task_file", "extra",
+    "owner_start", "owner_boot", "task_file", "extra", "host",
 )
 
 
@@ -53,16 +58,24 @@ class StoreError(Exception):
 
 
 class Store:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, url: str | None = None, host: str | None = None):
+        """`path`: the SQLite file; `url`: a postgresql:// URL, used instead when given;
+        `host`: this host's name, written into the run rows it claims."""
         self.path = path
+        self.url = url
+        self.host = host
         self._db: sqlite3.Connection | None = None
+
+    @property
+    def dialect(self) -> str:
+        return "postgresql" if self.url else "sqlite"
 
     # -- connection -------------------------------------------------------------------------
 
     def connect(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db = _open(self.path)
-        return self._db
+            self._db = _open_pg(self.url) if self.url else _open(self.path)  # type: ignore[assignment]
+        return self._db  # type: ignore[return-value]
 
     def close(self) -> None:
         if self._db is not None:
@@ -205,12 +218,12 @@ class Store:
                 cur = db.execute(
                     "INSERT OR IGNORE INTO runs(task_id, scheduled_for, trigger, attempt, kind,"
                     " status, started_at, finished_at, duration_ms, error, owner_pid, owner_start,"
-                    " owner_boot, task_file) VALUES (?, ?, 'schedule', 1, 'run', ?, ?, ?, ?, ?,"
-                    " ?, ?, ?, ?)",
+                    " owner_boot, task_file, host) VALUES (?, ?, 'schedule', 1, 'run', ?, ?, ?,"
+                    " ?, ?, ?, ?, ?, ?, ?)",
                     (
                         task_id, slot, status.value, now, now if skip_reason else None,
                         0 if skip_reason else None, skip_reason, owner.pid, owner.start,
-                        owner.boot, task_file,
+                        owner.boot, task_file, self.host,
                     ),
                 )
                 if cur.rowcount == 1:
@@ -238,11 +251,11 @@ class Store:
         with self.write() as db:
             cur = db.execute(
                 "INSERT INTO runs(task_id, scheduled_for, trigger, attempt, kind, status,"
-                " started_at, owner_pid, owner_start, owner_boot, task_file)"
-                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                " started_at, owner_pid, owner_start, owner_boot, task_file, host)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                 (
                     task_id, scheduled_for, trigger, attempt, kind, now, owner.pid, owner.start,
-                    owner.boot, task_file,
+                    owner.boot, task_file, self.host,
                 ),
             )
             return int(cur.lastrowid or 0)
@@ -281,7 +294,7 @@ class Store:
         with self.write() as db:
             cur = db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
-                " duration_ms = CASE WHEN ? THEN NULL"
+                " duration_ms = CASE WHEN ? = 1 THEN NULL"
                 " ELSE CAST(max(0, (? - started_at) * 1000) AS INTEGER) END"
                 " WHERE id = ? AND status = 'running'",
                 (status.value, reason, end, unobserved, end, run_id),
@@ -291,13 +304,18 @@ class Store:
     def add_note(self, run_id: int, note: str) -> None:
         """Attach a sentence to a finished row (`extra.note`; history and `show` print it after
         the error: 'exit 1; self-heal not attempted: ...'). The error itself stays the run's."""
-        with self.write() as db:
-            db.execute(
-                "UPDATE runs SET extra = json_set(CASE WHEN json_valid(extra) THEN extra"
-                " ELSE '{}' END, '$.note', CASE WHEN json_extract(extra, '$.note') IS NULL"
-                " THEN ? ELSE json_extract(extra, '$.note') || '; ' || ? END) WHERE id = ?",
-                (note, note, run_id),
-            )
+        with self.write() as db:  # read-modify-write: the write lock makes it one step
+            row = db.execute("SELECT extra FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            try:
+                extra = json.loads(row[0]) if row[0] else {}
+            except ValueError:
+                extra = {}
+            if not isinstance(extra, dict):
+                extra = {}
+            extra["note"] = f"{extra['note']}; {note}" if extra.get("note") is not None else note
+            db.execute("UPDATE runs SET extra = ? WHERE id = ?", (json.dumps(extra), run_id))
 
     def running_rows(self) -> list[dict[str, object]]:
         return self._rows("SELECT * FROM runs WHERE status = 'running' ORDER BY id", ())
@@ -354,6 +372,22 @@ class Store:
                 "DELETE FROM runs WHERE started_at < ? AND status != 'running'", (older_than,)
             )
         return logs
+
+
+def state_store(config) -> Store:  # config: config.Config
+    """The configured state: PostgreSQL when state_url is set, else state/mdcron.db."""
+    return Store(config.db_path, url=config.state_url, host=config.host_name)
+
+
+def _open_pg(url: str):  # -> pgstate.PgConnection
+    from .pgstate import PgError, connect
+
+    try:
+        return connect(url)
+    except PgError as exc:
+        raise StoreError(f"the state database (state_url) cannot be used: {exc}. Check that"
+                         " PostgreSQL is running and reachable from this host and that the URL"
+                         " and password are right (`scheduler.py doctor`); nothing ran.") from None
 
 
 def _open(path: Path) -> sqlite3.Connection:

@@ -22,7 +22,7 @@ from .ladder import LadderOutcome, execute_claimed
 from .outcome import Outcome, RunResult
 from .problems import Problem
 from .recovery import Recovered, recover
-from .store import Store, TaskState
+from .store import Store, TaskState, state_store
 from .task import Task
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def run_tick(
         return report
 
     owner = current_owner()
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
             from .dbguard import alert_if_recreated
 
@@ -234,7 +234,7 @@ def _run_all(
 
     def one(item: tuple[Task, int]) -> LadderOutcome:
         task, run_id = item
-        with Store(ctx.config.db_path) as store:  # one connection per thread
+        with state_store(ctx.config) as store:  # one connection per thread
             try:
                 task, skip_reason, unread_note = _read_comments(ctx, store, task)
                 if skip_reason is not None:

@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from .. import actions as core
-from ..store import Store
+from ..store import state_store
 from ..task import DISABLED_REASONS
 from . import data
 from .app import MAX_COMMENT
@@ -92,7 +92,7 @@ def routes(web) -> list[Route]:
         except core.ActionError as exc:
             raise HTTPException(404, str(exc)) from exc
         author = (form.get("author") or "web").strip()[:60] or "web"
-        with Store(config.db_path) as store:
+        with state_store(config) as store:
             add_comment(store, task.id, author, text, web.clock())
         return _back(request, f"/tasks/{tid}#comments")
 
@@ -104,7 +104,7 @@ def routes(web) -> list[Route]:
         config = _config(web)
         try:
             task = core.load_task(config, tid)
-            with Store(config.db_path) as store:
+            with state_store(config) as store:
                 revert_heal(config, store, task.id, now=web.clock(), force=bool(form.get("force")))
         except core.ActionError as exc:
             raise HTTPException(404, str(exc)) from exc
@@ -118,7 +118,7 @@ def routes(web) -> list[Route]:
         await web.form(request)
         number = int_param(request.path_params["incident"], "incident")
         config = _config(web)
-        with Store(config.db_path) as store:
+        with state_store(config) as store:
             done = resolve_incident(store, number or 0, web.clock(), "resolved in the web page")
         if not done:
             raise HTTPException(404, f"no open incident #{number}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..clock import to_dt
 from ..config import Config, ConfigError, load_config
 from ..queries import Loaded, explain, find_task, iso, list_rows
-from ..store import Store
+from ..store import state_store
 from ..task import Task
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
@@ -59,8 +59,8 @@ def load_all(config: Config) -> Loaded:
         _TASKS.clear()
     states: dict = {}
     last: dict = {}
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             states, last = store.task_states(), store.last_runs()
             view.save(store)
     view.close()
@@ -109,8 +109,8 @@ def banners(config: Config, loaded: Loaded, now: float) -> dict:
                                 for k, v in find_duplicate_ids(loaded.tasks).items()},
                  "stale_tick": None, "open_incidents": 0,
                  "maintenance": maintenance(str(config.home))}
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             last = store.get_meta("last_tick")
             out["open_incidents"] = store.connect().execute(
                 "SELECT count(*) FROM incidents WHERE status = 'open'").fetchone()[0]
@@ -189,8 +189,8 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     heals: list[dict] = []
     comments: list[dict] = []
     state = loaded.states.get(task.id)
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             runs = store.history(50, task.id)
             heals = heal_history(store, task.id, 10)
             comments = thread(store, task.id)
@@ -224,9 +224,9 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
 
 
 def run_view(config: Config, run_id: int) -> dict:
-    if not config.db_path.exists():
+    if not config.state_exists:
         raise NotFound(f"no run {run_id}")
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         row = store.run(run_id)
         if row is None:
             raise NotFound(f"no run {run_id}")
@@ -275,8 +275,8 @@ def history_view(config: Config, *, task: str | None, status: str | None,
         args.append(before)
     sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
     rows: list[dict] = []
-    if config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config.state_exists:
+        with state_store(config) as store:
             rows = store._rows(sql + " ORDER BY id DESC LIMIT ?", (*args, PAGE + 1))
     more = len(rows) > PAGE
     rows = rows[:PAGE]
@@ -287,9 +287,9 @@ def history_view(config: Config, *, task: str | None, status: str | None,
 def incidents_view(config: Config) -> list[dict]:
     from ..incidents import incident_json, list_incidents
 
-    if not config.db_path.exists():
+    if not config.state_exists:
         return []
-    with Store(config.db_path) as store:
+    with state_store(config) as store:
         return [incident_json(r) for r in list_incidents(store, include_resolved=True)]
 
 
@@ -338,8 +338,8 @@ def health_view(home: Path, config: Config | None, now: float) -> dict:
     checks = [c.to_json() for c in run_doctor(home, dict(os.environ), now)]
     outbox: list[dict] = []
     locks: list[dict] = []
-    if config is not None and config.db_path.exists():
-        with Store(config.db_path) as store:
+    if config is not None and config.state_exists:
+        with state_store(config) as store:
             outbox = store._rows(
                 "SELECT id, created_at, destination, task_id, kind, title, status, attempts,"
                 " next_attempt_at, last_error FROM outbox WHERE status IN ('pending', 'held',"

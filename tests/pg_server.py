@@ -1,0 +1,54 @@
+"""A real PostgreSQL for the tests that need one (issue 11): pgserver starts a throwaway cluster
+once per session; every test gets its own fresh database. Without pgserver those tests skip,
+saying how to install it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import tempfile
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+INSTALL = "PostgreSQL tests need pgserver: pip install -r requirements-dev.txt"
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The server's admin URL (database `postgres`)."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())  # platformdirs warns else
+    try:
+        import pgserver
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"{INSTALL} ({exc})")
+    folder = tempfile.mkdtemp(prefix="mdcron-pg-")  # /tmp: the server's own user can reach it
+    try:
+        server = pgserver.get_server(folder, cleanup_mode="delete")
+        uri = server.get_uri()
+    except Exception as exc:  # no binaries for this platform, no shared memory, ...
+        pytest.skip(f"{INSTALL}; pgserver could not start PostgreSQL here: {exc}")
+    try:
+        yield uri
+    finally:
+        server.cleanup()
+
+
+def database_url(admin_url: str, name: str) -> str:
+    parts = urlsplit(admin_url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """A new, empty database on the session's server, as a state_url."""
+    import psycopg
+
+    name = f"mdcron_t{next(_names)}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return database_url(pg_server, name)

@@ -1,0 +1,82 @@
+"""Issue 11, the state back end: store.py's SQL on SQLite and on a real PostgreSQL alike."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mdcron.clock import minute_floor
+from mdcron.outcome import Outcome, RunResult
+from mdcron.pgstate import translate
+from mdcron.store import Owner, Store
+
+NOW = minute_floor(1_795_000_000.0)
+OWNER = Owner(pid=4242, start=1, boot="boot")
+
+
+def test_translate_rewrites_the_sqlite_spellings_once():
+    assert translate("BEGIN IMMEDIATE") == "BEGIN"
+    assert translate("SELECT a FROM t WHERE b = ? AND c = '?%'") == \
+        "SELECT a FROM t WHERE b = %s AND c = '?%%'"
+    assert translate("INSERT OR IGNORE INTO task_state(task_id, x) VALUES (?, ?)") == \
+        "INSERT INTO task_state(task_id, x) VALUES (%s, %s) ON CONFLICT DO NOTHING"
+    assert translate("INSERT OR IGNORE INTO runs(task_id) VALUES (?)") == \
+        "INSERT INTO runs(task_id) VALUES (%s) ON CONFLICT DO NOTHING RETURNING id"
+    assert translate("INSERT INTO runs(task_id) VALUES (?)", returning_id=False) == \
+        "INSERT INTO runs(task_id) VALUES (%s)"
+    assert translate("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)") == \
+        ("INSERT INTO meta(key, value) VALUES (%s, %s)"
+         " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
+    assert translate("SET x = max(coalesce(x, 0), ?), y = max(id), z = min(a, (b))") == \
+        "SET x = GREATEST(coalesce(x, 0), %s), y = max(id), z = LEAST(a, (b))"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    with Store(tmp_path / "state" / "mdcron.db", url=url, host="hosta") as s:
+        yield s
+
+
+def test_claims_runs_notes_and_meta_behave_alike(store):
+    states = store.observe([("a", True, "/t/a.md"), ("b", False, "/t/b.md")], NOW)
+    assert states["a"].enabled and not states["b"].enabled
+    assert states["a"].not_before == NOW
+    won = store.claim_slots([("a", NOW, None, "/t/a.md"), ("b", NOW, "disabled", "/t/b.md")],
+                            NOW, OWNER)
+    assert set(won) == {("a", NOW), ("b", NOW)}
+    again = store.claim_slots([("a", NOW, None, "/t/a.md")], NOW + 1, OWNER)
+    assert again == {}  # the slot is taken: nobody wins it twice
+    assert store.task_states()["a"].last_slot == NOW
+    run_id = won[("a", NOW)]
+    result = RunResult(Outcome.FAILED, exit_code=3, duration=1.5, fail_reason="exit 3",
+                       output_tail="boom", extra={"tokens": 5})
+    assert store.finish_run(run_id, result, NOW + 2)
+    assert not store.finish_run(run_id, result, NOW + 3)  # check-and-set
+    store.add_note(run_id, "first")
+    store.add_note(run_id, "second")
+    row = store.run(run_id)
+    assert row["host"] == "hosta" and row["status"] == "failed" and row["exit_code"] == 3
+    assert json.loads(row["extra"]) == {"tokens": 5, "note": "first; second"}
+    manual = store.start_run("a", scheduled_for=NOW, trigger="manual", attempt=1, kind="run",
+                             now=NOW + 5, owner=OWNER, task_file=None)
+    assert manual > run_id
+    assert store.end_running(manual, Outcome.CRASHED, "gone", NOW + 9, unobserved=True)
+    assert store.run(manual)["duration_ms"] is None
+    assert [r["id"] for r in store.history(task_id="a")] == [manual, run_id]
+    assert store.count_failure("a", True) == 1 and store.count_failure("a", True) == 2
+    assert store.set_alerted("a", True) is False and store.set_alerted("a", False) is True
+    store.set_meta("k", "v1")
+    store.set_meta("k", "v2")
+    assert store.get_meta("k") == "v2"
+    assert sorted(store.last_runs()) == ["a", "b"]
+    assert store.prune_runs(NOW + 100) == []
+    assert store.history() == []
+
+
+def test_a_new_postgresql_database_gets_the_schema_once(pg_url, tmp_path):
+    for _ in range(2):
+        with Store(tmp_path / "x.db", url=pg_url) as s:
+            assert s.get_meta("schema_version") == "4"
+    assert not (tmp_path / "x.db").exists()  # nothing local for the state itself
