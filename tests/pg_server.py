@@ -19,7 +19,7 @@ _names = itertools.count(1)
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """The server's admin URL (database `postgres`)."""
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())  # platformdirs warns else
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp())  # platformdirs warns else
     try:
         import pgserver
         import psycopg  # noqa: F401
