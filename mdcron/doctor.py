@@ -186,7 +186,8 @@ def run_doctor(home: Path, environ: Mapping[str, str],
     checks += _folders(home)
     config, config_checks = _config(home, environ)
     checks += config_checks
-    checks.append(database_check(home))
+    checks.append(state_check(config) if config is not None and config.state_url
+                  else database_check(home))
     checks.append(_last_tick(home, now))
     checks.append(_crontab(home, environ))
     checks.append(_api_key(home, config, environ))
@@ -309,6 +310,25 @@ def _destinations(config: Config, environ: Mapping[str, str]) -> Check:
                      "fix the URLs in scheduler.yaml and set their ${VARS} where cron runs the"
                      " tick (e.g. at the top of the crontab); test one with `apprise -vv URL`")
     return Check("destinations", "ok", f"{names}; default: {cfg.default or 'none'}")
+
+
+def state_check(config: Config) -> Check:
+    """A PostgreSQL state (issue 11): reachable, and at a schema this mdcron knows."""
+    from .pgstate import probe
+    from .state_url import mask
+    from .store import SCHEMA_VERSION
+
+    shown = mask(config.state_url or "")
+    version, error = probe(config.state_url or "")
+    if error is not None:
+        return Check("database", "fail", f"state_url {shown} cannot be reached: {error}; every"
+                     " tick stops", "start PostgreSQL or fix state_url in scheduler.yaml (or"
+                     " $MDCRON_STATE_URL): host, port, database, user and password")
+    if version and version > SCHEMA_VERSION:
+        return Check("database", "fail", f"state_url {shown}: schema {version} is newer than"
+                     f" this mdcron's ({SCHEMA_VERSION})", "upgrade mdcron on this host")
+    what = f"schema {version}" if version else "empty (the next tick creates the tables)"
+    return Check("database", "ok", f"PostgreSQL state {shown} (host {config.host_name}): {what}")
 
 
 def database_check(home: Path) -> Check:

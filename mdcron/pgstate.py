@@ -185,6 +185,23 @@ def connect(url: str) -> PgConnection:
     return PgConnection(conn)
 
 
+def probe(url: str) -> tuple[int | None, str | None]:
+    """For doctor, reading only: (schema version, None) or (None, what is wrong, masked).
+    Version 0: reachable, no schema yet (the first tick creates it)."""
+    try:
+        import psycopg
+    except ImportError:
+        return None, "the driver is not installed (pip install -r requirements.txt)"
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                             application_name="mdcron doctor") as conn:
+            if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+                return 0, None
+            return _version(conn), None
+    except psycopg.Error as exc:
+        return None, _first_line(exc, url)
+
+
 def _first_line(exc: BaseException, url: str) -> str:
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return mask(text.replace(url, mask(url)))

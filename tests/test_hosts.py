@@ -101,3 +101,61 @@ def test_history_and_list_show_the_host(pg_url, tmp_path):
     assert "on web2" in listing
     rows = json.loads(run_cli(a, "list", "--json").stdout)
     assert rows[0]["last_host"] == "web2"
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+SECRET = "pw-never-shown"
+
+
+@pytest.mark.parametrize("down", ["closed port", "stopped server"])
+def test_an_unreachable_database_runs_nothing_exits_2_and_alerts(down, home, http_sink,
+                                                                 tmp_path):
+    """The tick cannot prove a slot unclaimed: nothing runs, no local fallback, a direct alert."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    server = None
+    if down == "closed port":
+        url = f"postgresql://mdcron:{SECRET}@127.0.0.1:{closed_port()}/mdcron"
+    else:  # a server of its own that is up for the first tick and stopped for the second
+        pgserver = pytest.importorskip("pgserver", reason="pip install -r requirements-dev.txt")
+        import tempfile
+
+        server = pgserver.get_server(tempfile.mkdtemp(prefix="mdcron-pg-down-"),
+                                     cleanup_mode="delete")
+        url = server.get_uri()
+    make_home(tmp_path, "h", url, marks, 1)
+    home = tmp_path / "h"
+    with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
+    if server is not None:
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        server.cleanup()
+    out = run_cli(home, "tick", "--now", NOW)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert list(marks.iterdir()) == []  # nothing ran
+    assert "state_url" in out.stderr and "cannot connect" in out.stderr
+    assert "Traceback" not in out.stderr
+    shown = url.replace(SECRET, "***") if SECRET in url else url
+    assert shown.split("?")[0].rsplit("@", 1)[-1] in out.stderr  # names where it looked
+    alerts = http_sink.bodies()
+    assert len(alerts) == 1 and "tasks are not running" in alerts[0]["title"]
+    assert "cannot connect" in alerts[0]["message"]
+    doctor = run_cli(home, "doctor")
+    assert "cannot be reached" in doctor.stdout and "start PostgreSQL" in doctor.stdout
+    everything = out.stdout + out.stderr + json.dumps(alerts) + doctor.stdout + doctor.stderr
+    assert SECRET not in everything
+
+
+def test_doctor_reports_a_reachable_postgresql_state(pg_url, home):
+    (home / "scheduler.yaml").write_text(f"state_url: '{pg_url}'\nhost: web1\n")
+    out = run_cli(home, "doctor")
+    assert "PostgreSQL state" in out.stdout and "empty (the next tick creates" in out.stdout
+    assert run_cli(home, "tick", "--now", NOW).returncode == 0
+    assert "schema 4" in run_cli(home, "doctor").stdout
