@@ -32,7 +32,7 @@ def open_or_bump(store: Store, *, task_id: str | None, kind: str, error: str | N
             "INSERT INTO incidents(task_id, kind, status, opened_at, last_seen, count,"
             " last_error, output_tail) VALUES (?, ?, 'open', ?, ?, 1, ?, ?)"
             " ON CONFLICT(task_id, kind) WHERE status = 'open' DO UPDATE SET"
-            " count = count + 1, last_seen = excluded.last_seen,"
+            " count = incidents.count + 1, last_seen = excluded.last_seen,"
             " last_error = excluded.last_error, output_tail = excluded.output_tail",
             (task, kind, now, now, error, output_tail),
         )

@@ -52,3 +52,9 @@ def pg_url(pg_server: str) -> str:
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
         conn.execute(f"CREATE DATABASE {name}")
     return database_url(pg_server, name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_url(request) -> str | None:
+    """Run a test on both state back ends: None (SQLite) or a fresh PostgreSQL database."""
+    return None if request.param == "sqlite" else request.getfixturevalue("pg_url")

@@ -13,7 +13,7 @@ from fake_anthropic import tool_use
 
 from mdcron.comments import add_comment, check_comments, thread, unread
 from mdcron.config import Config, load_config
-from mdcron.store import Store
+from mdcron.store import state_store
 from mdcron.taskfile import load_task_file
 
 fake_claude = fake_anthropic.fake_claude  # the fixture
@@ -32,12 +32,13 @@ Builds the weekly report.
 
 
 @pytest.fixture
-def env(home: Path):
+def env(home: Path, state_url: str | None):  # both back ends (issue 11)
     shutil.copy2(REPO / "prompts" / "check-comments.txt", _prompts(home) / "check-comments.txt")
-    (home / "scheduler.yaml").write_text("claude:\n  retry_backoff: 0.01\n  max_retries: 1\n")
+    (home / "scheduler.yaml").write_text("claude:\n  retry_backoff: 0.01\n  max_retries: 1\n"
+                                         + (f"state_url: '{state_url}'\n" if state_url else ""))
     (home / "tasks" / "report.md").write_text(TASK)
     config, _ = load_config(home)
-    store = Store(config.db_path)
+    store = state_store(config)
     yield config, store
     store.close()
 

@@ -23,8 +23,8 @@ T0 = 1_795_000_000.0
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    with Store(tmp_path / "state" / "mdcron.db") as s:
+def store(tmp_path: Path, state_url: str | None):  # both back ends (issue 11)
+    with Store(tmp_path / "state" / "mdcron.db", url=state_url) as s:
         yield s
 
 

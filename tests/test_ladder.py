@@ -3,18 +3,30 @@ Healer interface; the Claude healer is tested on its own)."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from mdcron.clock import Clock
 from mdcron.config import load_config
 from mdcron.healing import HealRecord
+from mdcron.store import state_store
 from mdcron.task import Task
 from mdcron.tick import run_tick
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def backend(state_url, monkeypatch):
+    """Every ladder test on both state back ends (issue 11): the in-process tick reads
+    MDCRON_STATE_URL like cron's would."""
+    if state_url:
+        monkeypatch.setenv("MDCRON_STATE_URL", state_url)
+    else:
+        monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
 
 
 class StandInHealer:
@@ -49,12 +61,14 @@ def tick(home: Path, at: datetime, healer=None):
                     healer=healer)
 
 
+def query(home: Path, sql: str, args: tuple = ()) -> list[tuple]:
+    with state_store(load_config(home)[0]) as store:
+        return [tuple(r) for r in store.connect().execute(sql, args).fetchall()]
+
+
 def rows(home: Path, task_id: str) -> list[tuple]:
-    db = sqlite3.connect(home / "state" / "mdcron.db")
-    out = db.execute("SELECT attempt, kind, status FROM runs WHERE task_id = ? ORDER BY id",
-                     (task_id,)).fetchall()
-    db.close()
-    return out
+    return query(home, "SELECT attempt, kind, status FROM runs WHERE task_id = ? ORDER BY id",
+                 (task_id,))
 
 
 def make_script(home: Path, name: str, body: str) -> None:
@@ -83,8 +97,7 @@ def test_heal_fixes_a_broken_script_then_probation(home, write_task):
     assert outcome.final.ok and len(outcome.heals) == 1
     assert rows(home, "broken") == [(1, "run", "failed"), (2, "heal", "success"),
                                      (3, "retry", "success")]
-    db = sqlite3.connect(home / "state" / "mdcron.db")
-    [(until,)] = db.execute("SELECT probation_until FROM task_state WHERE task_id='broken'")
+    [(until,)] = query(home, "SELECT probation_until FROM task_state WHERE task_id='broken'")
     assert until > T0.replace(hour=10).timestamp() + 6 * 86400
     # on probation: the next failure suspends at once, without healing
     make_script(home, "job.sh", "#!/bin/sh\nexit 2\n")

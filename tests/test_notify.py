@@ -38,8 +38,8 @@ def make_cfg(extra: dict | None = None, **notify: object) -> NotifyConfig:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    with Store(tmp_path / "state" / "mdcron.db") as s:
+def store(tmp_path: Path, state_url: str | None):  # both back ends (issue 11)
+    with Store(tmp_path / "state" / "mdcron.db", url=state_url) as s:
         yield s
 
 

@@ -3,7 +3,6 @@ SQLite and real subprocesses."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,9 +10,20 @@ import pytest
 
 from mdcron.clock import Clock
 from mdcron.config import load_config
+from mdcron.store import state_store
 from mdcron.tick import run_tick
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # a Monday
+
+
+@pytest.fixture(autouse=True)
+def backend(state_url, monkeypatch):
+    """Every tick test on both state back ends (issue 11): the in-process tick reads
+    MDCRON_STATE_URL like cron's would."""
+    if state_url:
+        monkeypatch.setenv("MDCRON_STATE_URL", state_url)
+    else:
+        monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
 
 
 def tick(home: Path, at: datetime, **kw):
@@ -23,12 +33,9 @@ def tick(home: Path, at: datetime, **kw):
 
 
 def runs(home: Path, task_id: str | None = None) -> list[dict]:
-    db = sqlite3.connect(home / "state" / "mdcron.db")
-    db.row_factory = sqlite3.Row
     sql = "SELECT * FROM runs" + (" WHERE task_id = ?" if task_id else "") + " ORDER BY id"
-    rows = [dict(r) for r in db.execute(sql, (task_id,) if task_id else ())]
-    db.close()
-    return rows
+    with state_store(load_config(home)[0]) as store:
+        return store._rows(sql, (task_id,) if task_id else ())
 
 
 def slot_of(row: dict) -> datetime:
