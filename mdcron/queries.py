@@ -140,6 +140,10 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
         reason = f" ({task.disabled_reason})" if task.disabled_reason else ""
         lines.append(f"not due: the task is disabled{reason}; `enable {task.id}` turns it on")
         return lines
+    if task.hosts and config.host_name not in task.hosts:  # issue 11
+        lines.append(f"not on this host: hosts: [{', '.join(task.hosts)}] and this host is"
+                     f" {config.host_name!r} (`host:` in scheduler.yaml); one of those claims it")
+        return lines
     state = _as_observed([task], {task.id: state} if state else {}, at)[task.id]
     last = to_dt(state.last_slot) if state.last_slot is not None else None
     not_before = to_dt(state.not_before)

@@ -79,3 +79,8 @@ def check_host(value: object) -> str:
         raise StateUrlError(f"expected a host name of letters, digits, '-' and '_' (at most 64,"
                             f" starting with a letter or digit), got {value!r}")
     return value
+
+
+def runs_here(hosts: tuple[str, ...], host: str) -> bool:
+    """A task's `hosts:` list: empty means any host; else this host must be named in it."""
+    return not hosts or host in hosts

@@ -51,3 +51,4 @@ class Task:
     uses: tuple[str, ...] = ()  # resource names from the config's `resources:`
     on_busy: str = "wait"  # wait | skip | run, when a resource is at capacity
     busy_wait: float = 300.0  # on_busy: wait, seconds within one tick
+    hosts: tuple[str, ...] = ()  # issue 11: host names that may claim it; () = any host

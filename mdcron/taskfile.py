@@ -176,6 +176,18 @@ def _env(value: object) -> dict[str, str]:
     return result
 
 
+def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
+    from .state_url import HOST_LIKE
+
+    for name in names:
+        if not HOST_LIKE.fullmatch(name):
+            raise _Bad(f"{_show(name)} is not a host name (letters, digits, '-', '_'; the"
+                       " `host:` of a scheduler.yaml)")
+    if not names:
+        raise _Bad("an empty list would run the task nowhere; leave hosts out for any host")
+    return names
+
+
 _CHECKS: dict[str, Callable[[object], object]] = {
     "id": _id,
     "title": _text,
@@ -206,6 +218,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "uses": _str_list("uses: [gpu]"),
     "on_busy": _choice(task_model.ON_BUSY),
     "busy_wait": lambda v: _seconds(v, "a duration like 30s, 5m"),
+    "hosts": lambda v: _hosts(_str_list("hosts: [web1, web2]")(v)),
 }
 assert set(_CHECKS) == KNOWN_KEYS
 _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}

@@ -152,6 +152,11 @@ def run_tick(
             _after_recovery(store, config, report.recovered, now, environ, say)
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
+        if any(t.hosts for t in candidates):  # issue 11: `hosts:` lists who may claim it
+            from .state_url import runs_here
+
+            here = config.host_name
+            candidates = [t for t in candidates if runs_here(t.hosts, here)]
         report.planned = plan(candidates, task_states(rows, candidates), config, now)
         broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)

@@ -159,3 +159,36 @@ def test_doctor_reports_a_reachable_postgresql_state(pg_url, home):
     assert "PostgreSQL state" in out.stdout and "empty (the next tick creates" in out.stdout
     assert run_cli(home, "tick", "--now", NOW).returncode == 0
     assert "schema 4" in run_cli(home, "doctor").stdout
+
+
+def test_a_host_not_listed_in_hosts_does_not_claim(pg_url, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = [make_home(tmp_path, name, pg_url, marks, 0) for name in ("a", "b", "c")]
+    for home in homes:
+        for task_id, hosts in (("only-b", ["b"]), ("b-or-c", ["b", "c"]), ("any", None)):
+            fields = {"hosts": hosts} if hosts else {}
+            (home / "tasks" / f"{task_id}.md").write_text(render_task(
+                task_id, schedule="0 10 * * *",
+                command=f"echo {home.name} >> {marks}/{task_id}", **fields))
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    a, b, c = homes
+    out = run_cli(a, "tick", "--now", NOW)  # a ticks first: it may only claim `any`
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in marks.iterdir()) == ["any"]
+    assert "not on this host" in run_cli(a, "why", "only-b").stdout
+    assert run_cli(c, "tick", "--now", NOW).returncode == 0
+    assert run_cli(b, "tick", "--now", NOW).returncode == 0
+    ran = {p.name: p.read_text().split() for p in marks.iterdir()}
+    assert ran == {"any": ["a"], "b-or-c": ["c"], "only-b": ["b"]}
+
+
+def test_hosts_must_be_a_list_of_host_names(home, write_task, cli):
+    write_task("t", command="true", hosts="web1")
+    write_task("u", command="true", hosts=["web.1"])
+    write_task("v", command="true", hosts=[])
+    out = cli("validate")
+    assert out.returncode != 0
+    assert "use a list: hosts: [web1, web2]" in out.stdout + out.stderr
+    assert '"web.1" is not a host name' in out.stdout + out.stderr
+    assert "would run the task nowhere" in out.stdout + out.stderr
