@@ -195,7 +195,7 @@ def probe(url: str) -> tuple[int | None, str | None]:
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
                              application_name="mdcron doctor") as conn:
-            if not conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]:
+            if not _has_meta(conn):
                 return 0, None
             return _version(conn), None
     except psycopg.Error as exc:
@@ -211,15 +211,13 @@ def _migrate(conn) -> None:
     """One schema version for both back ends (meta 'schema_version' here, user_version in
     SQLite). A new database gets PG_SCHEMA, the current shape, in one step; later versions
     will append their steps to schema.PG_MIGRATIONS."""
-    row = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()
-    if row[0]:
+    if _has_meta(conn):
         version = _version(conn)
         if version == SCHEMA_VERSION:
             return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        exists = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]
-        version = _version(conn) if exists else 0
+        version = _version(conn) if _has_meta(conn) else 0
         if version > SCHEMA_VERSION:
             raise _newer(version)
         if version == 0:
@@ -233,6 +231,13 @@ def _migrate(conn) -> None:
                 conn.execute(PG_MIGRATIONS[step])
             conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'",
                          (str(SCHEMA_VERSION),))
+
+
+def _has_meta(conn) -> bool:
+    """Read from pg_tables, not to_regclass: a backend's cache may still remember 'no such
+    table' from before it waited for another host's schema creation (found by bench/hosts.py)."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname ="
+                        " current_schema() AND tablename = 'meta')").fetchone()[0]
 
 
 def _version(conn) -> int:

@@ -80,3 +80,34 @@ def test_a_new_postgresql_database_gets_the_schema_once(pg_url, tmp_path):
         with Store(tmp_path / "x.db", url=pg_url) as s:
             assert s.get_meta("schema_version") == "4"
     assert not (tmp_path / "x.db").exists()  # nothing local for the state itself
+
+
+OPENER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from mdcron.store import Store
+start = float(sys.argv[3])
+while time.time() < start:
+    time.sleep(0.001)
+with Store(Path("unused.db"), url=sys.argv[2]) as s:
+    print(s.get_meta("schema_version"))
+"""
+
+
+def test_hosts_creating_the_schema_at_once_all_succeed(pg_url, tmp_path):
+    """Each looks first (no tables), then waits for the schema lock: the waiters must see the
+    tables the winner created (a cached 'no such table' made them fail: bench/hosts.py)."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    start = repr(time.time() + 1.0)
+    procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(REPO), pg_url, start],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, [o[1][-500:] for o in outs]
+    assert [o[0].strip() for o in outs] == ["4"] * 6

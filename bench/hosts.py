@@ -1,0 +1,138 @@
+"""Several hosts on one PostgreSQL (issue 11): idle tick and claim throughput, SQLite beside it.
+
+Run from the repo root:  .venv/bin/python bench/hosts.py [--runs N] [--tasks 1000] [--url URL]
+
+Without --url a throwaway PostgreSQL is started with pgserver (requirements-dev.txt). Prints a
+table; asserts nothing. Rows:
+  idle tick, N tasks      `scheduler.py tick --now <a Saturday>` over N weekday-only tasks
+                          (bench/gen_tasks.py), nothing due: SQLite (the idle fast path) and
+                          PostgreSQL (the full tick over the parse cache; the fast path is
+                          SQLite-only so far); fresh process each run, median and min.
+  claims/s, 3 hosts       3 processes (hosts a, b, c) each claim the same 20 slots x 100 tasks
+                          through Store.claim_slots, one transaction per slot, all at once;
+                          claims won per second of wall time (each (task, slot) won once:
+                          checked).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+SATURDAY = "2026-11-28T12:00:00+00:00"
+SLOTS, PER_SLOT, HOSTS = 20, 100, ("a", "b", "c")
+
+CLAIMER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from mdcron.store import Owner, Store
+url, host, slots, per, start = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+path = sys.argv[7]
+owner = Owner(pid=0, start=None, boot=None)
+with Store(__import__("pathlib").Path(path), url=url or None, host=host) as store:
+    store.connect()
+    while time.time() < start:
+        time.sleep(0.001)
+    won = 0
+    for s in range(slots):
+        claims = [(f"t{i:04d}", 1_800_000_000.0 + 60 * s, None, None) for i in range(per)]
+        won += len(store.claim_slots(claims, time.time(), owner))
+print(won)
+"""
+
+
+def idle_home(root: Path, n: int, url: str | None) -> Path:
+    home = root / ("pg" if url else "sqlite") / str(n)
+    home.mkdir(parents=True)
+    subprocess.run([sys.executable, str(BENCH / "gen_tasks.py"), str(home), str(n)], check=True)
+    if url:
+        (home / "scheduler.yaml").write_text(f"state_url: '{url}'\nhost: bench\n")
+    return home
+
+
+def time_tick(home: Path) -> float:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, str(REPO / "scheduler.py"), "--home", str(home),
+                          "tick", "--now", SATURDAY], capture_output=True, text=True)
+    took = (time.perf_counter() - t0) * 1000
+    if out.returncode != 0 or out.stderr:
+        raise SystemExit(f"tick failed in {home}: {out.stderr[-2000:]}")
+    return took
+
+
+def claims_per_second(url: str | None, root: Path) -> tuple[float, int]:
+    path = root / f"claims-{'pg' if url else 'sqlite'}.db"
+    start = time.time() + 1.5  # every process connected before the gun
+    procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(REPO), url or "", host,
+                               str(SLOTS), str(PER_SLOT), repr(start), str(path)],
+                              stdout=subprocess.PIPE, text=True)
+             for host in HOSTS]
+    won = sum(int(p.communicate()[0]) for p in procs)
+    took = time.time() - start
+    if won != SLOTS * PER_SLOT:
+        raise SystemExit(f"claims: {won} won, expected exactly {SLOTS * PER_SLOT}")
+    return won / took, won
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--tasks", type=int, default=1000)
+    p.add_argument("--url", help="a postgresql:// URL to an empty database (default: pgserver)")
+    args = p.parse_args(argv)
+    server = None
+    with tempfile.TemporaryDirectory(prefix="mdcron-bench-hosts-") as tmp:
+        root = Path(tmp)
+        url = args.url
+        if url is None:
+            os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp())  # platformdirs warns
+            import pgserver
+
+            server = pgserver.get_server(tempfile.mkdtemp(prefix="mdcron-bench-pg-"),
+                                         cleanup_mode="delete")
+            url = server.get_uri()
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as conn:
+                for name in ("bench_idle", "bench_claims"):
+                    conn.execute(f"DROP DATABASE IF EXISTS {name}")
+                    conn.execute(f"CREATE DATABASE {name}")
+            base = url.split("?")[0].rsplit("/", 1)[0]
+            query = "?" + url.split("?", 1)[1] if "?" in url else ""
+            idle_url, claims_url = (f"{base}/bench_idle{query}", f"{base}/bench_claims{query}")
+        else:
+            idle_url = claims_url = url
+        try:
+            rows = []
+            for backend, u in (("SQLite", None), ("PostgreSQL", idle_url)):
+                home = idle_home(root, args.tasks, u)
+                for _ in range(2):  # warm-up: state, parse cache, first seen
+                    time_tick(home)
+                samples = [time_tick(home) for _ in range(args.runs)]
+                rows.append((f"idle tick, {args.tasks} tasks", backend,
+                             f"{statistics.median(samples):.1f} ms",
+                             f"{min(samples):.1f} ms"))
+            for backend, u in (("SQLite (3 processes, one file)", None),
+                               ("PostgreSQL", claims_url)):
+                rate, won = claims_per_second(u, root)
+                rows.append((f"claims/s, 3 hosts ({won} claims)", backend, f"{rate:.0f}", ""))
+        finally:
+            if server is not None:
+                server.cleanup()
+    head = ("row", "state", "median", "min")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    for line in (head, tuple("-" * w for w in widths), *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
