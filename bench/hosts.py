@@ -34,7 +34,8 @@ CLAIMER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from mdcron.store import Owner, Store
-url, host, slots, per, start = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+url, host = sys.argv[2], sys.argv[3]
+slots, per, start = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 path = sys.argv[7]
 owner = Owner(pid=0, start=None, boot=None)
 with Store(__import__("pathlib").Path(path), url=url or None, host=host) as store:

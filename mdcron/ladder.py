@@ -57,6 +57,15 @@ def execute_claimed(
         skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
         return LadderOutcome(task, skipped, Step.DONE, reason, steps=[(1, "run", skipped)])
     try:
+        if store.url:  # issue 11: another host's run of this task holds it too
+            from .hostlease import held_elsewhere
+
+            reason = held_elsewhere(store, task, run_id, ctx.clock.now())
+            if reason is not None:
+                store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
+                skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
+                return LadderOutcome(task, skipped, Step.DONE, reason,
+                                     steps=[(1, "run", skipped)])
         return climb(ctx, store, task, run_id, lock, healer)
     finally:
         lock.release()

@@ -29,6 +29,8 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
         task_id, run_id = str(row["task_id"]), int(row["id"])  # type: ignore[arg-type]
         if row["owner_pid"] == own_pid:
             continue
+        if store.url and row.get("host") not in (None, store.host):
+            continue  # issue 11: only its own host can see its processes and locks (hostlease)
         path = lock_path(config.locks_dir, task_id)
         owner_alive = process_matches(
             row["owner_pid"], row["owner_start"], row["owner_boot"]  # type: ignore[arg-type]

@@ -192,3 +192,65 @@ def test_hosts_must_be_a_list_of_host_names(home, write_task, cli):
     assert "use a list: hosts: [web1, web2]" in out.stdout + out.stderr
     assert '"web.1" is not a host name' in out.stdout + out.stderr
     assert "would run the task nowhere" in out.stdout + out.stderr
+
+
+def lease_homes(tmp_path: Path, pg_url: str) -> tuple[Path, Path, Path]:
+    """Hosts a and b with one `* 10 * * *` task (timeout 60 s); on a it runs until `release`
+    exists, on b it ends at once. Both have seen it at 09:59."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = []
+    for name in ("a", "b"):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        wait = (f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if name == "a" else "")
+        (home / "tasks" / "job.md").write_text(render_task(
+            "job", schedule="* 10 * * *", timeout=60,
+            command=f"echo {name} $MDCRON_RUN_ID >> {marks}/ran{wait}"), encoding="utf-8")
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        homes.append(home)
+    return homes[0], homes[1], marks
+
+
+def job_rows(home: Path) -> list[tuple]:
+    return [(r["host"], r["status"], r["scheduled_for"][11:16], r["error"] or "")
+            for r in reversed(history(home)) if r["task_id"] == "job"]
+
+
+def wait_for_file(path: Path, timeout: float = 30.0) -> None:
+    give_up = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < give_up, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("a_tick", ["alive", "killed"])
+def test_a_run_on_another_host_holds_the_task_until_its_deadline(pg_url, tmp_path, a_tick):
+    """B skips while A's run is within timeout + 60 s and never calls it crashed (B cannot see
+    A's processes); after the deadline B closes A's row as timeout and runs; A's late result
+    does not overwrite that row."""
+    import signal
+
+    a, b, marks = lease_homes(tmp_path, pg_url)
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")  # A's task is running
+    out = run_cli(b, "tick", "--now", "2026-11-23T10:01:00+00:00")
+    assert out.returncode == 0, out.stderr
+    (held, skipped) = job_rows(b)
+    assert held == ("a", "running", "10:00", "")  # not `crashed`: B cannot see A's processes
+    assert skipped[:3] == ("b", "skipped", "10:01")
+    assert skipped[3].startswith("previous run still running on host a since 2026-11-23 10:00")
+    if a_tick == "killed":
+        tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
+        tick_a.communicate()
+    late = run_cli(b, "tick", "--now", "2026-11-23T10:03:00+00:00")  # past 10:00 + 60 + 60 s
+    assert late.returncode == 0, late.stderr
+    rows = job_rows(b)
+    assert rows[0][:3] == ("a", "timeout", "10:00") and "host a did not finish" in rows[0][3]
+    assert rows[2] == ("b", "success", "10:03", "")
+    (marks / "release").touch()  # A's task ends now, long after its lease
+    if a_tick == "alive":
+        tick_a.communicate(timeout=60)
+        assert tick_a.returncode in (0, 1)
+    assert job_rows(b)[0][:2] == ("a", "timeout")  # A's late result did not overwrite it
+    assert job_rows(b)[2] == ("b", "success", "10:03", "")
+    assert len(job_rows(b)) == 3
