@@ -246,10 +246,14 @@ class View:
                 out.append(e)
         return [t for e in out if (t := self.task(e)) is not None]
 
-    def dry_run(self, now: float) -> tuple[list[Task], dict[str, TaskState]]:
-        """Candidates and their states as store.observe would leave them, writing nothing."""
+    def dry_run(self, now: float,
+                store: Store | None = None) -> tuple[list[Task], dict[str, TaskState]]:
+        """Candidates and their states as store.observe would leave them, writing nothing.
+        `store`: a PostgreSQL state to read them from (issue 11); else the local database."""
         states: dict[str, StateRow] = {}
-        if self.db is not None:
+        if store is not None:
+            states = {r[0]: r for r in store.connect().execute(_STATES)}
+        elif self.db is not None:
             try:
                 states = {r[0]: r for r in self.db.execute(_STATES)}
             except sqlite3.Error:

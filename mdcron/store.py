@@ -358,14 +358,16 @@ class Store:
             )
 
     def prune_runs(self, older_than: float) -> list[str]:
-        """Delete finished runs that started before `older_than`; returns their log paths."""
+        """Delete finished runs that started before `older_than`; returns their log paths
+        (with a shared state, only this host's: another host's logs are on that host)."""
+        mine = " AND (host IS NULL OR host = ?)" if self.url else ""
         with self.write() as db:
             logs = [
                 r[0]
                 for r in db.execute(
                     "SELECT log_path FROM runs WHERE started_at < ? AND status != 'running'"
-                    " AND log_path IS NOT NULL",
-                    (older_than,),
+                    " AND log_path IS NOT NULL" + mine,
+                    (older_than, self.host) if self.url else (older_than,),
                 )
             ]
             db.execute(

@@ -133,7 +133,11 @@ def run_tick(
         return report  # nothing runs while two files claim one id
 
     if dry_run:
-        candidates, states = view.dry_run(now)
+        if config.state_url:  # issue 11: the states are in PostgreSQL, not in the local cache
+            with state_store(config) as shared:
+                candidates, states = view.dry_run(now, shared)
+        else:
+            candidates, states = view.dry_run(now)
         view.close()
         report.planned = plan(candidates, states, config, now)
         return report
@@ -204,6 +208,9 @@ def run_tick(
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
+        if store.url:  # issue 11: that one is any host's; doctor asks about this host's cron
+            with Store(config.db_path) as local:
+                local.set_meta("last_tick", repr(clock.now()))
     return report
 
 

@@ -157,8 +157,11 @@ def test_doctor_reports_a_reachable_postgresql_state(pg_url, home):
     (home / "scheduler.yaml").write_text(f"state_url: '{pg_url}'\nhost: web1\n")
     out = run_cli(home, "doctor")
     assert "PostgreSQL state" in out.stdout and "empty (the next tick creates" in out.stdout
-    assert run_cli(home, "tick", "--now", NOW).returncode == 0
-    assert "schema 4" in run_cli(home, "doctor").stdout
+    assert "no tick recorded yet" in out.stdout
+    assert run_cli(home, "tick").returncode == 0
+    after = run_cli(home, "doctor").stdout
+    assert "schema 4" in after
+    assert "no tick recorded yet" not in after  # this host's last tick, kept locally
 
 
 def test_a_host_not_listed_in_hosts_does_not_claim(pg_url, tmp_path):
@@ -254,3 +257,15 @@ def test_a_run_on_another_host_holds_the_task_until_its_deadline(pg_url, tmp_pat
     assert job_rows(b)[0][:2] == ("a", "timeout")  # A's late result did not overwrite it
     assert job_rows(b)[2] == ("b", "success", "10:03", "")
     assert len(job_rows(b)) == 3
+
+
+def test_dry_run_reads_the_shared_state(pg_url, tmp_path):
+    """b's dry run at 10:00 knows a already claimed the slot (its own cache knows nothing)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a, b = (make_home(tmp_path, name, pg_url, marks, 1) for name in ("a", "b"))
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    assert "would run" in run_cli(b, "tick", "--dry-run", "--now", NOW).stdout
+    assert run_cli(a, "tick", "--now", NOW).returncode == 0
+    dry = run_cli(b, "tick", "--dry-run", "--now", NOW)
+    assert dry.returncode == 0 and "would run" not in dry.stdout, dry.stdout

@@ -111,3 +111,16 @@ def test_hosts_creating_the_schema_at_once_all_succeed(pg_url, tmp_path):
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, [o[1][-500:] for o in outs]
     assert [o[0].strip() for o in outs] == ["4"] * 6
+
+
+def test_retention_deletes_every_hosts_old_rows_but_only_its_own_logs(pg_url, tmp_path):
+    stores = {h: Store(tmp_path / "x.db", url=pg_url, host=h) for h in ("a", "b")}
+    for h, store in stores.items():
+        run_id = store.start_run("t", scheduled_for=NOW, trigger="manual", attempt=1,
+                                 kind="run", now=NOW, owner=OWNER, task_file=None)
+        store.finish_run(run_id, RunResult(Outcome.SUCCESS, log_path=tmp_path / f"{h}.log"),
+                         NOW + 1)
+    assert stores["a"].prune_runs(NOW + 10) == [str(tmp_path / "a.log")]
+    assert stores["b"].history() == []
+    for store in stores.values():
+        store.close()
