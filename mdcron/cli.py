@@ -114,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("doctor", "check the home: permissions, database, crontab line, config,"
             " destinations, API key; print each problem with its fix")
     c.add_argument("--json", action="store_true")
+    c = cmd("state", "state copy --to postgresql://…: copy this home's SQLite state to an"
+            " empty PostgreSQL database (several hosts)")
+    c.add_argument("action", choices=("copy",))
+    c.add_argument("--to", required=True, metavar="URL", help="postgresql://user:pw@host/db;"
+                   " ${VAR}s are expanded")
     c = cmd("revert-heal", "restore the files the task's last self-heal changed")
     c.add_argument("id")
     c.add_argument("--force", action="store_true", help="even if they changed since")

@@ -563,3 +563,24 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
     else:
         print_checks(checks)
     return PROBLEM if any(c.status == "fail" for c in checks) else OK
+
+
+def cmd_state(config: Config, args: argparse.Namespace) -> int:
+    """`state copy --to URL` (issue 11): SQLite history into a new PostgreSQL state."""
+    from .state_url import StateUrlError, mask, parse
+    from .statecopy import CopyError, copy_state
+
+    try:
+        url = parse(args.to, os.environ)
+    except StateUrlError as exc:
+        raise UsageError(f"--to: {exc}") from None
+    try:
+        counts = copy_state(config.db_path, url, config.host_name)
+    except CopyError as exc:
+        print(f"mdcron: {exc}; nothing was copied", file=sys.stderr)
+        return USAGE
+    done = ", ".join(f"{n} {table}" for table, n in counts.items())
+    print(f"copied {done} from {config.db_path} to {mask(url)}")
+    print(f"next: set state_url: {mask(url)} in scheduler.yaml (or $MDCRON_STATE_URL) on every"
+          " host; this file is left as it was")
+    return OK

@@ -269,3 +269,47 @@ def test_dry_run_reads_the_shared_state(pg_url, tmp_path):
     assert run_cli(a, "tick", "--now", NOW).returncode == 0
     dry = run_cli(b, "tick", "--dry-run", "--now", NOW)
     assert dry.returncode == 0 and "would run" not in dry.stdout, dry.stdout
+
+
+def test_state_copy_moves_sqlite_history_to_postgresql(pg_url, home, write_task, cli):
+    import sqlite3
+
+    (home / "scheduler.yaml").write_text("host: old\n")
+    write_task("ok", schedule="* 10 * * *", command="echo fine")
+    write_task("bad", schedule="* 10 * * *", command="exit 3")
+    cli("tick", "--now", BEFORE)
+    for minute in ("00", "01", "02"):
+        cli("tick", "--now", f"2026-11-23T10:{minute}:00+00:00")
+    assert cli("comment", "ok", "please keep it short").returncode == 0
+    before = json.loads(cli("history", "-n", "100", "--json").stdout)
+    comments = json.loads(cli("comments", "ok", "--json").stdout)
+    incidents = cli("incidents", "--json").stdout
+    assert len(before) >= 6
+
+    db = sqlite3.connect(home / "state" / "mdcron.db")  # a row from before schema 4
+    db.execute("UPDATE runs SET host = NULL WHERE id = 1")
+    db.commit()
+    db.close()
+    out = cli("state", "copy", "--to", pg_url)
+    assert out.returncode == 0, out.stderr
+    assert f"{len(before)} runs" in out.stdout and "next: set state_url" in out.stdout
+    (home / "scheduler.yaml").write_text(f"state_url: '{pg_url}'\nhost: old\n")
+    after = json.loads(cli("history", "-n", "100", "--json").stdout)
+    assert [(r["run_id"], r["task_id"], r["status"]) for r in after] == \
+        [(r["run_id"], r["task_id"], r["status"]) for r in before]
+    assert {r["host"] for r in after} == {"old"}  # the NULL one too: this host's
+    assert json.loads(cli("comments", "ok", "--json").stdout) == comments
+    assert cli("incidents", "--json").stdout == incidents
+    again = cli("tick", "--now", "2026-11-23T10:02:30+00:00")  # 10:02 was claimed: not again
+    assert again.returncode in (0, 1) and "ok" not in again.stdout
+    cli("tick", "--now", "2026-11-23T10:03:00+00:00")
+    newest = json.loads(cli("history", "-n", "1", "--json").stdout)[0]
+    assert newest["run_id"] > max(r["run_id"] for r in before) and newest["host"] == "old"
+
+    refused = cli("state", "copy", "--to", pg_url)  # the target is not empty any more
+    assert refused.returncode == 2 and "already holds" in refused.stderr
+
+
+def test_state_copy_needs_a_postgresql_url(home, cli):
+    out = cli("state", "copy", "--to", "mysql://x/y")
+    assert out.returncode == 2 and "only postgresql://" in out.stderr
