@@ -1,4 +1,6 @@
-"""A run in progress on another host keeps this host from starting the same task (issue 11).
+"""What one host's runs and suspensions mean for the others (issue 11).
+
+A run in progress on another host keeps this host from starting the same task.
 
 On one host the task's flock does this (locks.py). Hosts sharing a PostgreSQL state cannot see
 each other's flocks, so the run row is the lease: a row of the task still `running` on another
@@ -7,6 +9,9 @@ stale-lock rule gives a live holder). Before then, a new slot here is recorded `
 with a held lock. After it, the holder is taken for dead or cut off: its row is closed as
 `timeout` (check-and-set, one host wins) and this host runs. The holder's late result cannot
 overwrite that row: finish_run only writes a row still `running`.
+
+A suspension by the ladder on one host is recorded in task_state (suspended_at, suspended_by)
+and holds on every host until the task is enabled again: honour_suspensions.
 
 Not yet (see README, "Several hosts"): deadlines judged by the database's clock, renewal for
 runs that may outlive their timeout, and a returning host killing its own stale process group.
@@ -45,3 +50,35 @@ def held_elsewhere(store: Store, task: Task, run_id: int, now: float) -> str | N
                           f" {int(GRACE)} s): taken for dead or cut off; host {store.host}"
                           " runs the task from now on", now, unobserved=True)
     return held
+
+
+def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
+    """The due tasks this host may run: a task the ladder suspended on some host (its file
+    there now says enabled: false) stays suspended here too, though this host's copy of the
+    file may still say enabled: true, until it is enabled again: `enable` on any host (clears
+    it), or its file edited after the suspension (this host clears it for every host)."""
+    rows = {r[0]: (float(r[1]), r[2]) for r in store.connect().execute(
+        "SELECT task_id, suspended_at, suspended_by FROM task_state"
+        " WHERE suspended_at IS NOT NULL").fetchall()}
+    if not rows:
+        return tasks
+    keep = []
+    for task in tasks:
+        if task.id not in rows:
+            keep.append(task)
+            continue
+        at, by = rows[task.id]
+        try:
+            edited = task.path.stat().st_mtime > at
+        except OSError:
+            edited = False
+        if edited:
+            with store.write() as db:
+                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
+                           " WHERE task_id = ? AND suspended_at = ?", (task.id, at))
+            say(f"{task.id}: its file changed after the suspension on host {by}: enabled again")
+            keep.append(task)
+        else:
+            say(f"{task.id}: suspended on host {by} at {to_dt(at):%Y-%m-%d %H:%M:%S} UTC: not run"
+                f" here either until it is enabled again (`enable {task.id}`, or edit its file)")
+    return keep

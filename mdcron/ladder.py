@@ -235,5 +235,5 @@ def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
         edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"})
     except Exception as exc:
         error = f"could not write enabled: false into {task.path}: {exc}"
-    store.set_enabled(task.id, False, ctx.clock.now())
+    store.set_enabled(task.id, False, ctx.clock.now(), suspended=True)
     return error

@@ -147,9 +147,12 @@ MIGRATIONS: list[str] = [
         crc INTEGER NOT NULL
     );
     """,
-    # 4: issue 11, several hosts: the host that claimed or ran a row (config `host`).
+    # 4: issue 11, several hosts: the host that claimed or ran a row (config `host`); a
+    # suspension every host honours until the task is enabled again (hostlease.py).
     """
     ALTER TABLE runs ADD COLUMN host TEXT;
+    ALTER TABLE task_state ADD COLUMN suspended_at REAL;
+    ALTER TABLE task_state ADD COLUMN suspended_by TEXT;
     """,
 ]
 
@@ -195,7 +198,9 @@ CREATE TABLE task_state (
     consecutive_failures INTEGER NOT NULL DEFAULT 0,
     path TEXT,
     alerted INTEGER NOT NULL DEFAULT 0,
-    probation_until DOUBLE PRECISION
+    probation_until DOUBLE PRECISION,
+    suspended_at DOUBLE PRECISION,
+    suspended_by TEXT
 );
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE outbox (

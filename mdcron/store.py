@@ -143,8 +143,11 @@ class Store:
             states = self.task_states()
         return states
 
-    def set_enabled(self, task_id: str, enabled: bool, now: float) -> None:
-        """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules."""
+    def set_enabled(self, task_id: str, enabled: bool, now: float,
+                    suspended: bool = False) -> None:
+        """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules.
+        `suspended`: the ladder suspends it; every host honours that until it is enabled
+        again (issue 11, hostlease.honour_suspensions); enabling clears it."""
         with self.write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled)"
@@ -157,8 +160,13 @@ class Store:
                     " AND enabled = 0",
                     (minute_floor(now), task_id),
                 )
+                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
+                           " WHERE task_id = ?", (task_id,))
             else:
                 db.execute("UPDATE task_state SET enabled = 0 WHERE task_id = ?", (task_id,))
+            if suspended:
+                db.execute("UPDATE task_state SET suspended_at = ?, suspended_by = ?"
+                           " WHERE task_id = ?", (now, self.host, task_id))
 
     def count_failure(self, task_id: str, failed: bool) -> int:
         """Advance or reset the consecutive-failure count; returns the new count."""

@@ -161,6 +161,10 @@ def run_tick(
 
             here = config.host_name
             candidates = [t for t in candidates if runs_here(t.hosts, here)]
+        if store.url:  # issue 11: a suspension on another host holds here too
+            from .hostlease import honour_suspensions
+
+            candidates = honour_suspensions(store, candidates, say)
         report.planned = plan(candidates, task_states(rows, candidates), config, now)
         broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)

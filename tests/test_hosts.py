@@ -313,3 +313,40 @@ def test_state_copy_moves_sqlite_history_to_postgresql(pg_url, home, write_task,
 def test_state_copy_needs_a_postgresql_url(home, cli):
     out = cli("state", "copy", "--to", "mysql://x/y")
     assert out.returncode == 2 and "only postgresql://" in out.stderr
+
+
+def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url, tmp_path):
+    """a's ladder suspends the task (a's file says enabled: false); b's copy still says
+    enabled: true, yet b does not run it, until b's file is edited after the suspension."""
+    from mdcron.config import load_config
+    from mdcron.store import state_store
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = []
+    for name in ("a", "b"):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write("max_consecutive_failures: 1\n")
+        (home / "tasks" / "flaky.md").write_text(render_task(
+            "flaky", schedule="* * * * *", self_heal=False,
+            command=f"echo {name} >> {marks}/ran; exit 1"), encoding="utf-8")
+        homes.append(home)
+    a, b = homes
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 1  # fails, suspended on a
+    assert "enabled: false" in (a / "tasks" / "flaky.md").read_text()
+    out = run_cli(b, "tick", "--now", NOW)
+    assert out.returncode == 0, out.stderr
+    assert "suspended on host a" in out.stdout
+    assert (marks / "ran").read_text().split() == ["a"]
+
+    with state_store(load_config(b)[0]) as store:
+        [(at,)] = store.connect().execute(
+            "SELECT suspended_at FROM task_state WHERE task_id = 'flaky'").fetchall()
+    os.utime(b / "tasks" / "flaky.md", (at + 30, at + 30))  # edited after the suspension
+    out = run_cli(b, "tick", "--now", "2026-11-23T10:01:00+00:00")
+    assert "enabled again" in out.stdout
+    assert (marks / "ran").read_text().split() == ["a", "b"]
+    with state_store(load_config(b)[0]) as store:  # it failed on b too: b suspended it now
+        assert store.connect().execute("SELECT suspended_by FROM task_state").fetchall() == \
+            [("b",)]

@@ -124,3 +124,12 @@ def test_retention_deletes_every_hosts_old_rows_but_only_its_own_logs(pg_url, tm
     assert stores["b"].history() == []
     for store in stores.values():
         store.close()
+
+
+def test_a_suspension_is_recorded_and_enabling_clears_it(store):
+    store.observe([("a", True, "/t/a.md")], NOW)
+    store.set_enabled("a", False, NOW + 5, suspended=True)
+    sql = "SELECT enabled, suspended_at, suspended_by FROM task_state WHERE task_id = 'a'"
+    assert tuple(store.connect().execute(sql).fetchone()) == (0, NOW + 5, "hosta")
+    store.set_enabled("a", True, NOW + 60)
+    assert tuple(store.connect().execute(sql).fetchone()) == (1, None, None)
