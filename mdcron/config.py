@@ -40,7 +40,7 @@ class Config:
     # Expanded (it may hold a password): kept out of repr, shown only through state_url.mask.
     state_url: str | None = field(default=None, repr=False)
     host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
-    max_clock_skew: float = 30.0  # seconds a host's clock may be off (issue 11, not yet enforced)
+    max_clock_skew: float = 30.0  # seconds a host's clock may be off the database's (issue 11)
     raw: dict[str, object] = field(default_factory=dict)  # the parsed file, for later issues
 
     @property

@@ -82,3 +82,30 @@ def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
             say(f"{task.id}: suspended on host {by} at {to_dt(at):%Y-%m-%d %H:%M:%S} UTC: not run"
                 f" here either until it is enabled again (`enable {task.id}`, or edit its file)")
     return keep
+
+
+def skew_refusal(offset: float, allowance: float, host: str) -> str | None:
+    """Pure: why a host whose clock is `offset` seconds off the database's must not claim, or
+    None. A host ahead would claim slots early; one behind, late (issue 11)."""
+    if abs(offset) <= allowance:
+        return None
+    way = "ahead of" if offset > 0 else "behind"
+    return (f"this host's clock ({host}) is {abs(offset):.3f} s {way} the database's, more than"
+            f" max_clock_skew ({allowance:g} s): it claims nothing until its clock is fixed"
+            " (NTP: `timedatectl status`, chrony or ntpd)")
+
+
+def check_clock(store: Store, allowance: float) -> None:
+    """One query: the database's clock against this machine's real one (not a `--now`
+    replay's instant: skew is a property of the machine). StoreError when too far off."""
+    import time
+
+    from .store import StoreError
+
+    before = time.time()
+    (theirs,) = store.connect().execute(
+        "SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+    after = time.time()
+    reason = skew_refusal((before + after) / 2 - float(theirs), allowance, store.host or "?")
+    if reason is not None:
+        raise StoreError(reason)

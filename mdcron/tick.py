@@ -144,6 +144,10 @@ def run_tick(
 
     owner = current_owner()
     with state_store(config) as store:
+        if store.url:  # issue 11: a clock too far off the database's claims nothing
+            from .hostlease import check_clock
+
+            check_clock(store, config.max_clock_skew)
         if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
             from .dbguard import alert_if_recreated
 

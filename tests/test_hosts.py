@@ -350,3 +350,32 @@ def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url
     with state_store(load_config(b)[0]) as store:  # it failed on b too: b suspended it now
         assert store.connect().execute("SELECT suspended_by FROM task_state").fetchall() == \
             [("b",)]
+
+
+@pytest.mark.parametrize("offset, refused", [(0.0, False), (29.9, False), (-29.9, False),
+                                             (30.5, True), (-300.0, True)])
+def test_skew_refusal_is_judged_against_the_allowance(offset, refused):
+    from mdcron.hostlease import skew_refusal
+
+    reason = skew_refusal(offset, 30.0, "web1")
+    assert (reason is not None) is refused
+    if refused:
+        assert "web1" in reason and "max_clock_skew (30 s)" in reason and "NTP" in reason
+        assert ("ahead of" if offset > 0 else "behind") in reason
+
+
+def test_a_host_whose_clock_is_off_claims_nothing_and_alerts(pg_url, tmp_path, http_sink):
+    """No clock is faked: an allowance of 0 s makes this machine's real offset from the
+    database (never exactly 0) too much, so the refusal path runs for real."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    home = make_home(tmp_path, "h", pg_url, marks, 1)
+    assert run_cli(home, "tick", "--now", BEFORE).returncode == 0  # 30 s default: fine
+    with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write(f"max_clock_skew: 0s\nnotify:\n  destinations:\n"
+                     f"    ops: \"{http_sink.json_url()}\"\n")
+    out = run_cli(home, "tick", "--now", NOW)
+    assert out.returncode == 2
+    assert "clock (h) is" in out.stderr and "max_clock_skew (0 s)" in out.stderr
+    assert list(marks.iterdir()) == []
+    assert len(http_sink.bodies()) == 1 and "max_clock_skew" in http_sink.bodies()[0]["message"]
