@@ -480,3 +480,9 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
     else:
         print_checks(checks)
     return PROBLEM if any(c.status == "fail" for c in checks) else OK
+
+
+def cmd_daemon(config: Config, args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+
+    return run_daemon(config.home, config.stop_grace, config.kill_grace, args.log_format)
