@@ -294,6 +294,7 @@ class Daemon:
     def run(self) -> int:
         from .locks import boot_id, process_start_time
 
+        self._install_signals()  # first: a SIGTERM from now on is a clean stop
         now = time.time()
         try:
             self.lock.acquire({"pid": os.getpid(), "start": process_start_time(os.getpid()),
@@ -303,7 +304,6 @@ class Daemon:
             print(f"mdcron: {exc}", file=sys.stderr, flush=True)
             return 2
         _become_subreaper()
-        self._install_signals()
         self.log("started", pid=os.getpid(), home=self.home, stop_grace=f"{self.stop_grace:g}s",
                  pid1=os.getpid() == 1)
         try:
@@ -443,3 +443,21 @@ def _tick_log_format_args(log_format: str) -> list[str]:
 
 def run_daemon(home: Path, stop_grace: float, kill_grace: float, log_format: str) -> int:
     return Daemon(home, stop_grace, kill_grace, log_format).run()
+
+
+def daemon_status(home: Path, now: float) -> tuple[str, str] | None:
+    """For doctor: ("alive", detail) / ("gone", detail), or None when no daemon holds or left
+    the lock (never ran, or stopped cleanly: it empties the lock's text on the way out)."""
+    path = home / "state" / LOCK_NAME
+    info = read_holder(path)
+    if not info:
+        return None
+    pid = info.get("pid")
+    if not daemon_alive(info):
+        return "gone", f"the daemon (pid {pid}) ended without stopping (killed?); lock {path}"
+    from .units import format_duration
+
+    last = info.get("last_tick")
+    since = now - float(info.get("started_at") or now)  # type: ignore[arg-type]
+    ago = f"last tick {format_duration(max(0.0, now - float(last)))} ago" if last else "no tick yet"
+    return "alive", f"pid {pid}, up {format_duration(max(0.0, since))}, {ago}"

@@ -192,7 +192,7 @@ def run_doctor(home: Path, environ: Mapping[str, str],
     checks += config_checks
     checks.append(database_check(home))
     checks.append(_last_tick(home, now))
-    checks.append(_crontab(home, environ))
+    checks += _crontab_or_daemon(home, environ, now)
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
@@ -376,6 +376,24 @@ def _last_tick(home: Path, now: float) -> Check:
         return Check("last tick", "warn", f"the last tick ran {format_duration(age)} ago",
                      "is cron running, and is the crontab line still there?")
     return Check("last tick", "ok", f"{format_duration(max(0.0, age))} ago")
+
+
+def _crontab_or_daemon(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
+    """The crontab line, and the daemon when one runs (or died): either one starting the
+    ticks is enough."""
+    from .daemon import daemon_status
+
+    crontab = _crontab(home, environ)
+    found = daemon_status(home, now)
+    if found is None:
+        return [crontab]
+    state, detail = found
+    if state == "alive":
+        if crontab.status != "ok":
+            crontab = Check("crontab", "ok", "not needed: the daemon starts the ticks")
+        return [Check("daemon", "ok", detail), crontab]
+    fix = "start it again (`scheduler.py daemon`), or rely on the crontab line"
+    return [Check("daemon", "warn" if crontab.status == "ok" else "fail", detail, fix), crontab]
 
 
 def _crontab(home: Path, environ: Mapping[str, str]) -> Check:

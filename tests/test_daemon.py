@@ -246,3 +246,39 @@ def test_real_minutes_every_tick_starts_within_a_second(home, write_task):
         assert float(event["late"].rstrip("s")) < 1.0, event
     slots = {r[0] for r in _runs(home) if r[1] == "success"}
     assert len(slots) == 3, _runs(home)  # the start's minute and the two boundaries
+
+
+def _doctor(home: Path, tmp_path: Path) -> dict[str, dict]:
+    bin_dir = tmp_path / "bin"  # a crontab that lists nothing: the daemon is the only ticker
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "crontab").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "crontab").chmod(0o755)
+    out = run_cli(home, "doctor", "--json", env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    return {c["check"]: c for c in json.loads(out.stdout)}
+
+
+def test_doctor_knows_the_daemon(home, tmp_path):
+    assert "daemon" not in _doctor(home, tmp_path)  # never ran: only the crontab is judged
+    proc = start_daemon(home)
+    try:
+        wait_for(lambda: "last_tick" in (home / "state" / "daemon.lock").read_text()
+                 if (home / "state" / "daemon.lock").exists() else False, 10, "a tick")
+        wait_for(lambda: '"last_tick": 1' in (home / "state" / "daemon.lock").read_text(),
+                 10, "a tick")
+        found = _doctor(home, tmp_path)
+        assert found["daemon"]["status"] == "ok" and f"pid {proc.pid}" in found["daemon"]["detail"]
+        assert "last tick" in found["daemon"]["detail"]
+        assert found["crontab"]["status"] == "ok" and "daemon" in found["crontab"]["detail"]
+        proc.kill()  # -9: the lock's text stays, naming a process that is gone
+        proc.communicate(timeout=10)
+        found = _doctor(home, tmp_path)
+        assert found["daemon"]["status"] == "fail"
+        assert "without stopping" in found["daemon"]["detail"]
+        assert found["crontab"]["status"] == "fail"
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+    proc = start_daemon(home)
+    wait_for(lambda: str(proc.pid) in (home / "state" / "daemon.lock").read_text(), 10, "lock")
+    stop(proc)
+    assert "daemon" not in _doctor(home, tmp_path)  # a clean stop leaves nothing to report
