@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
@@ -486,3 +487,33 @@ def cmd_daemon(config: Config, args: argparse.Namespace) -> int:
     from .daemon import run_daemon
 
     return run_daemon(config.home, config.stop_grace, config.kill_grace, args.log_format)
+
+
+def cmd_install(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, install_cron, install_systemd, systemd_units, unit_dir
+
+    try:
+        if args.cron:
+            print(install_cron(config.home, os.environ, args.print))
+        else:
+            units = systemd_units(config.home, os.environ, args.user, args.timer,
+                                  config.stop_grace, config.kill_grace)
+            print(install_systemd(units, unit_dir(args.user, os.environ), args.user, args.print))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK
+
+
+def cmd_uninstall(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, uninstall_cron, uninstall_systemd, unit_dir
+
+    try:
+        if args.cron:
+            print(uninstall_cron(config.home, os.environ))
+        else:
+            print(uninstall_systemd(config.home, unit_dir(args.user, os.environ), args.user))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK
