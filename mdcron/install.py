@@ -123,6 +123,8 @@ def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool) -> str:
     if dry_run:
         return f"{MARKER.format(home=home)}\n{line}"
     text, what = add_cron_line(read_crontab(environ), str(home), line)
+    # the line's `>> logs/tick.log` is opened by the shell before the tick can create logs/
+    (home / "logs").mkdir(mode=0o700, parents=True, exist_ok=True)
     if text is not None:
         write_crontab(text, environ)
     return f"{what}:\n{line}" if text is not None else what

@@ -90,6 +90,7 @@ def test_install_cron_with_the_real_crontab(home, crontab_ns):
     line = crontab_line.line_for(str(home), {"PATH": _env()["PATH"]})
     assert listing.endswith(MARKER.format(home=home) + "\n" + line + "\n")
     assert OTHER in listing and user.exists()
+    assert (home / "logs").is_dir()  # the shell opens logs/tick.log before the tick runs
     again = run(*cli, "install", "--cron")
     assert again.returncode == 0 and "nothing changed" in again.stdout
     assert run("crontab", "-l").stdout == listing
