@@ -428,17 +428,20 @@ def _become_subreaper() -> None:
 
 
 def _tick_log_format_args(log_format: str) -> list[str]:
-    """`--log-format json` is passed on to the tick when the tick knows that option."""
+    """`--log-format` is passed on to the tick when the tick knows that option."""
     if log_format == "text":
         return []
+    import contextlib
+    import io
+
     from .cli import build_parser
 
-    parser = build_parser()
-    for action in parser._subparsers._group_actions:  # type: ignore[union-attr]
-        tick = getattr(action, "choices", {}).get("tick")
-        if tick is not None and "--log-format" in tick._option_string_actions:
-            return ["--log-format", log_format]
-    return []
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            _, unknown = build_parser().parse_known_args(["tick", "--log-format", log_format])
+    except SystemExit:
+        return []
+    return [] if unknown else ["--log-format", log_format]
 
 
 def run_daemon(home: Path, stop_grace: float, kill_grace: float, log_format: str) -> int:

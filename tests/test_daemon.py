@@ -285,3 +285,38 @@ def test_doctor_knows_the_daemon(home, tmp_path):
     wait_for(lambda: str(proc.pid) in (home / "state" / "daemon.lock").read_text(), 10, "lock")
     stop(proc)
     assert "daemon" not in _doctor(home, tmp_path)  # a clean stop leaves nothing to report
+
+
+def test_sighup_reloads_the_config_and_a_second_sigterm_ends_the_grace(home, write_task):
+    config = home / "scheduler.yaml"
+    config.write_text("stop_grace: 1s\n")
+    write_task("stuck", command="sleep 60", timeout=300)
+    proc = start_daemon(home)
+    assert proc.stdout is not None
+
+    def next_event(name: str) -> dict:
+        for line in proc.stdout:
+            if line.startswith("{") and json.loads(line)["event"] == name:
+                return json.loads(line)
+        raise AssertionError(f"no {name!r} event")
+
+    try:
+        next_event("tick started")
+        wait_for(lambda: [r for r in _runs(home) if r[1] == "running"], 20, "the run")
+        config.write_text("stop_grace: 120s\n")
+        proc.send_signal(signal.SIGHUP)
+        assert next_event("config reloaded")["stop_grace"] == "120s"
+        config.write_text("stop_grace: [\n")
+        proc.send_signal(signal.SIGHUP)
+        assert "scheduler.yaml" in next_event("config not reloaded")["error"]
+        proc.send_signal(signal.SIGTERM)
+        assert next_event("stopping")["grace"] == "120s"  # the good config stayed in force
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # impatient: end the grace now
+        out = stop(proc, sig=0)
+        assert time.monotonic() - started < 15, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert [r[1:4:2] for r in _runs(home)] == [("crashed", "daemon stopped")]
