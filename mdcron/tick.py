@@ -63,16 +63,22 @@ def default_state(task_id: str, enabled: bool, now: float) -> TaskState:
 
 
 def plan(
-    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float
+    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float,
+    plain: dict[str, float] | None = None,
 ) -> list[Planned]:
-    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`."""
-    from .schedule import decide
-
+    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`.
+    `plain`: id -> the slot the cache alone knows decide() runs (cache.plain_due); those are
+    planned without croniter, their reason left "" until fill_reasons (after the runs start)."""
     out: list[Planned] = []
     now_dt = to_dt(now)
     for task in tasks:
         if not task.enabled:
             continue
+        if plain and task.id in plain:
+            out.append(Planned(task, "run", plain[task.id], ""))
+            continue
+        from .schedule import decide
+
         state = states.get(task.id) or default_state(task.id, True, now)
         decision = decide(
             schedule_of(task, config),
@@ -87,6 +93,15 @@ def plan(
                         decision.missed)
             )
     return out
+
+
+def fill_reasons(planned: list[Planned], config: Config) -> None:
+    """The reason decide() gives a plain due slot, for the ones plan() left without."""
+    from .schedule import _show
+
+    for p in planned:
+        if not p.reason and p.action == "run":
+            p.reason = f"due: fire at {_show(to_dt(p.slot), schedule_of(p.task, config).zone)}"
 
 
 _SCHEDULES: dict[tuple[str, str | None], object] = {}
@@ -140,7 +155,8 @@ def run_tick(
         report.recovered = recover(config, store, now, owner.pid)
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
-        report.planned = plan(candidates, task_states(rows, candidates), config, now)
+        report.planned = plan(candidates, task_states(rows, candidates), config, now,
+                              view.plain(candidates, rows, now))
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
         claims = [
@@ -161,6 +177,8 @@ def run_tick(
         report.ladders = _run_all(ctx, to_run, say, healer)
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
+        view.complete(store)  # croniter only now, after the tasks ran
+        fill_reasons(report.planned, config)
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
