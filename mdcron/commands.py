@@ -15,7 +15,6 @@ from .units import format_duration
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
-    from .aftermath import duplicate_ids, tick_crashed
     from .store import StoreError
     from .tick import describe_result, run_tick
 
@@ -34,9 +33,13 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         error = traceback.format_exc()
         print(f"mdcron: tick crashed, tasks are not running:\n{error}", file=sys.stderr)
         if not args.dry_run:
+            from .aftermath import tick_crashed
+
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
     if report.duplicates and not args.dry_run:
+        from .aftermath import duplicate_ids  # imported here: not before a task starts
+
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
