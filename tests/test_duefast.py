@@ -108,3 +108,22 @@ def test_a_plain_due_task_starts_before_croniter_and_portalocker(home, write_tas
                               (t0 + timedelta(minutes=4)).timestamp())
     assert db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone() == ("1",)
     db.close()
+
+
+def test_loading_croniter_starts_no_process():
+    """croniter's import-time 32-bit probe runs `file` through platform.architecture; the
+    schedule module answers it from the pointer size instead, and leaves platform as it was."""
+    code = """
+import sys, platform
+spawned = []
+sys.addaudithook(lambda e, a: spawned.append(a[1]) if e == "subprocess.Popen" else None)
+from datetime import UTC, datetime
+from mdcron.schedule import parse_schedule
+fire = parse_schedule("*/5 * * * *", UTC).next_after(datetime(2026, 1, 1, tzinfo=UTC))
+c = sys.modules["croniter.croniter"]
+print(fire.isoformat(), spawned, c.OVERFLOW32B_MODE, platform.architecture.__module__)
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.split() == ["2026-01-01T00:05:00+00:00", "[]", "False", "platform"], \
+        out.stdout + out.stderr
