@@ -164,6 +164,7 @@ class Entry:
     due_nb: float | None = None  # None: next_due not computed
     due_zone: str = ""
     due_after: float | None = None  # the fire after next_due; None: unknown
+    due_prepared: bool = False  # due_after found after the claim: complete() writes it
     task: Task | None = None  # read or decoded when needed
     parsed: bool = False  # read from the file in this pass: its row is written
     due_dirty: bool = False  # next_due recomputed: written
@@ -315,22 +316,31 @@ class View:
             else:
                 self._set_due(e, task, slot, state[2])
 
-    def complete(self, store: Store) -> None:
-        """After the runs started: the fire after next_due where claimed() left it unknown,
-        written only where the row still holds the due key it was computed from."""
-        todo = [e for e in self.entries if e.due_dirty and e.due_after is None
+    def _incomplete(self) -> list[Entry]:
+        return [e for e in self.entries if e.due_dirty and e.due_after is None
                 and e.next_due is not None and e.task is not None and not e.skip]
-        if self.key is None or not todo:
-            return
-        for e in todo:
+
+    def prepare_complete(self) -> None:
+        """The fire after next_due where claimed() left it unknown (croniter): pure, so the
+        tick does it while the tasks run."""
+        for e in self._incomplete():
             e.due_after = fire_after(e.task, self.config, e.next_due)  # type: ignore[arg-type]
+            e.due_prepared = True
+
+    def complete(self, store: Store) -> None:
+        """After the runs started: write the fires prepare_complete found (computing any it did
+        not), only where the row still holds the due key they were computed from."""
+        self.prepare_complete()
+        done = [e for e in self.entries if e.due_prepared]
+        if self.key is None or not done:
+            return
         try:
             with store.write() as db:
                 db.executemany(
                     "UPDATE task_cache SET due_after = ? WHERE path = ? AND next_due IS ?"
                     " AND due_last IS ? AND due_nb IS ? AND due_zone = ?",
                     [(e.due_after, e.path, e.next_due, e.due_last, e.due_nb, e.due_zone)
-                     for e in todo])
+                     for e in done])
                 _write_summary(db, self.key, self.config)
         except sqlite3.Error:
             pass

@@ -174,10 +174,12 @@ def run_tick(
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None:
             healer = default_healer(config, ctx.environ, store, now)
-        report.ladders = _run_all(ctx, to_run, say, healer)
+        report.ladders = _run_all(ctx, to_run, say, healer,
+                                  meanwhile=lambda: (view.prepare_complete(),
+                                                     fill_reasons(report.planned, config)))
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
-        view.complete(store)  # croniter only now, after the tasks ran
+        view.complete(store)  # croniter only now, once the tasks started (or ran)
         fill_reasons(report.planned, config)
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
@@ -187,8 +189,10 @@ def run_tick(
 
 def _run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
-    healer: Healer | None,
+    healer: Healer | None, meanwhile: Callable[[], object] | None = None,
 ) -> list[LadderOutcome]:
+    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
+    starts when they run one by one here)."""
     if not to_run:
         return []
 
@@ -218,7 +222,13 @@ def _run_all(
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-        return list(pool.map(one, to_run))
+        outcomes = pool.map(one, to_run)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # an optimisation only: its work is done again after the runs
+                pass
+        return list(outcomes)
 
 
 def default_healer(config: Config, environ: dict[str, str], store: Store,
