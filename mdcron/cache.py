@@ -112,6 +112,10 @@ def next_due(task: Task, config: Config, last_slot: float | None,
     slot exactly when some fire lies there and at or before now (the floors decide() uses)."""
     from .tick import schedule_of
 
+    if task.after:
+        # issue 12: a chain's eligibility comes from its upstreams' run rows, not a schedule,
+        # so it could always be due: never idle-decidable (the full tick looks every time).
+        return 0.0
     floor = to_dt(not_before) - timedelta(microseconds=1)
     if last_slot is not None:
         floor = max(floor, to_dt(last_slot))
@@ -123,7 +127,7 @@ def fire_after(task: Task, config: Config, fire: float | None) -> float | None:
     """The fire strictly after `fire` (None: none, or no `fire`)."""
     from .tick import schedule_of
 
-    if fire is None:
+    if fire is None or task.after:  # a chain has no fire of its own (next_due above)
         return None
     after = schedule_of(task, config).next_after(to_dt(fire))
     return after.timestamp() if after is not None else None

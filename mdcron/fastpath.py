@@ -188,6 +188,10 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path):
         return None
+    from .pause import idle_blocked  # stdlib only; issue 10: maintenance mode, a pause now over
+
+    if idle_blocked(home, now):  # two os.path.exists when neither is set
+        return None  # the full tick reports maintenance / enables the task (commands._paused_tick)
     text = config_text(home)
     if text is None:
         return None
