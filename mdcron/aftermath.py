@@ -7,7 +7,8 @@ Rules:
 - failed (not suspended) -> alert when notify_on is failure/always; the task is marked alerted
 - success               -> 'recovered' notice if a failure had been alerted; open incidents of
                            the task are resolved; a success alert when notify_on is success/always
-- a run found crashed / killed as stale by recovery -> failure alert / forced timeout alert
+- a run found crashed / killed as stale by recovery -> forced alert + incident `crashed` /
+                          `timeout` (unless notify_on: never), sent before this tick's own runs
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .task import Task
 from .units import format_duration
 
 Say = Callable[[str], None]
+FORCED = ("suspended", "timeout", "crashed")  # sent at once, whatever quiet hours say; incident
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +128,10 @@ def _emit(store: Store, config: Config, event: Event, now: float, environ: Mappi
     from .notify import Alert, enqueue
 
     title, body = render(event)
-    forced = event.kind in ("suspended", "timeout")
+    forced = event.kind in FORCED
     enqueue(store, config, Alert(event.kind, event.task.id, title, body, forced=forced,
                                  destination=event.task.notify_to), now)
-    if event.kind in ("suspended", "timeout"):
+    if forced:
         open_incident(store, config, task_id=event.task.id, kind=event.kind,
                       error=event.result.fail_reason or event.next_step,
                       output_tail=event.result.output_tail, now=now, environ=environ, say=say)
@@ -185,9 +187,7 @@ def after_recovery(store: Store, config: Config, recovered: list, now: float,
         status = Outcome.TIMEOUT if r.status is Outcome.TIMEOUT else Outcome.CRASHED
         result = RunResult(status, fail_reason=r.reason)
         kind = "timeout" if status is Outcome.TIMEOUT else "crashed"
-        if kind == "crashed" and task.notify_on not in ("failure", "always"):
-            continue
-        if kind == "timeout" and task.notify_on == "never":
+        if task.notify_on == "never":  # both are forced otherwise, as a timeout of a ladder
             continue
         try:
             _emit(store, config, Event(kind, task, result, next_step="the next fire runs as"
@@ -225,6 +225,16 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
     error = heartbeat(config, failed, environ)
     if error:
         say(f"mdcron: heartbeat: {error}")
+
+
+def flush_now(store: Store, config: Config, now: float, environ: Mapping[str, str],
+              say: Say) -> None:
+    """Send what the outbox holds now (a forced alert must not wait for the end of the tick).
+    Concurrent flushes are safe: each message is claimed before it is sent."""
+    from .notify import flush
+
+    for line in flush(store, config, now, environ).errors:
+        say(f"mdcron: notification: {line}")
 
 
 DUPLICATE_ALERT_EVERY = 3600.0

@@ -10,8 +10,8 @@ Retries are ours, not the SDK's (`max_retries=0` on the client): transient answe
 starting at `claude.retry_backoff`, honouring `retry-after` up to 60 s, but never past the
 caller's deadline. The SDK's own loop would honour any `retry-after` (hours) and ignores deadlines.
 
-Also here, because self-heal and comments share them: prompt templates (`prompts/*.txt`,
-`string.Template` placeholders) and owner-only files and JSON-line audit logs.
+Also here, because self-heal and comments share them: owner-only files and JSON-line audit logs
+(prompt templates are in templates.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import string
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ from .outcome import Outcome, RunResult, envelope_error
 from .problems import Problem
 from .runner import make_private_dirs
 from .task import Task
+from .templates import TemplateError as TemplateError  # re-exported: older imports
+from .templates import render_template as render_template
 from .units import DurationError, parse_duration
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
@@ -338,36 +339,7 @@ def _tail(text: str, size: int) -> str:
     return data.decode("utf-8", errors="ignore")
 
 
-# --- templates and files ----------------------------------------------------------------------
-
-
-class TemplateError(Exception):
-    """A prompt template is missing or broken; the message names the file."""
-
-
-def render_template(config: Config, name: str, values: Mapping[str, str]) -> str:
-    """prompts/<name> with its $placeholders filled. An unknown placeholder, a lone `$` or a
-    missing file is a TemplateError naming the file (write $$ for a literal dollar sign)."""
-    path = config.prompts_dir / name
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TemplateError(
-            f"prompt template {path} is missing; restore it from the mdcron repository"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TemplateError(f"prompt template {path} cannot be read: {exc}") from exc
-    try:
-        return string.Template(text).substitute(values)
-    except KeyError as exc:
-        known = ", ".join("$" + k for k in sorted(values))
-        raise TemplateError(
-            f"prompt template {path}: unknown placeholder ${exc.args[0]}; known: {known}"
-        ) from None
-    except ValueError as exc:
-        raise TemplateError(
-            f"prompt template {path}: {exc}; write $$ for a literal dollar sign"
-        ) from None
+# --- templates (templates.py, re-exported) and files -------------------------------------------
 
 
 def write_private(path: Path, data: bytes) -> None:

@@ -47,8 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("tick", "one pass: run every task that is due now")
     c.add_argument("--now", help="evaluate as if it were this ISO-8601 instant")
     c.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    c.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 when a task failed (cron mails a non-zero exit); 2 still means"
+                        " the scheduler itself has a problem")
+    c.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="json: one object per line (ts, tick, level, event, task, message)")
     c = cmd("run", "run a task now, regardless of its schedule")
     c.add_argument("id")
+    c.add_argument("--no-chain", action="store_true",
+                   help="do not start the tasks that run after this one")
     c = cmd("list", "tasks with schedule, state, last and next run")
     c.add_argument("--tag")
     c.add_argument("--json", action="store_true")
@@ -80,6 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("id")
     c.add_argument("--reason", default="by_choice",
                    choices=["by_choice", "paused", "retired", "auto_suspended"])
+    c.add_argument("--until", help="ISO-8601 instant: a pause that ends by itself (the tick"
+                   " enables the task again then)")
+    c = cmd("pause", "maintenance mode: the tick runs nothing until `resume`")
+    c.add_argument("--by", help="who paused (default: $USER)")
+    cmd("resume", "end maintenance mode")
+    c = cmd("web", "serve the dashboard (Mission Control) on http://HOST:PORT")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8765)
+    c.add_argument("--token-file", type=Path, help="access token file (default:"
+                   " state/web-token, created 0600); required for a non-loopback --host")
+    c.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="another Host header name to accept (a reverse proxy's)")
     c = cmd("incidents", "open incidents (suspensions, timeouts, crashed ticks, duplicate ids)")
     c.add_argument("--all", action="store_true", help="include resolved ones")
     c.add_argument("--json", action="store_true")
@@ -118,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .pipes import guard_std_streams
+    from .procguard import make_undumpable
+
+    make_undumpable()  # tasks of the same user cannot read our secrets in /proc/<pid>/environ
+    guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
     argv = sys.argv[1:] if argv is None else list(argv)
     idle = _idle_tick(argv)
     if idle is not None:
@@ -131,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     home = Path(getattr(args, "home", None) or default_home()).resolve()
     handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
-    if args.command == "doctor":  # before load_config: it reports a broken config itself
+    if args.command in ("doctor", "web"):  # before load_config: it reports a broken config itself
         return handler(home, args)
     text = fastpath.config_text(str(home))  # before load_config: the cache key is these bytes
     try:

@@ -16,15 +16,15 @@ from .units import format_duration
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
-    from .aftermath import duplicate_ids, tick_crashed
     from .store import StoreError
-    from .tick import describe_result, run_tick
+    from .tick import run_tick
+    from .ticklog import TickLog
 
     clock = clock_from(args.now)
+    say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
 
-    def say(line: str) -> None:
-        print(line, flush=True)
-
+    if _paused_tick(config, clock.now(), args.dry_run, say):
+        return OK
     try:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say)
     except StoreError:
@@ -33,53 +33,62 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         import traceback
 
         error = traceback.format_exc()
-        print(f"mdcron: tick crashed, tasks are not running:\n{error}", file=sys.stderr)
+        say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
         if not args.dry_run:
+            from .aftermath import tick_crashed
+
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
     if report.duplicates and not args.dry_run:
+        from .aftermath import duplicate_ids  # imported here: not before a task starts
+
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
-            print(f"mdcron: {problem} (task skipped)", file=sys.stderr)
+            say.error(f"mdcron: {problem} (task skipped)")
     if report.duplicates:
         for task_id, paths in report.duplicates.items():
             files = " and ".join(str(p) for p in paths)
-            print(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
-                  " renamed", file=sys.stderr)
+            say.error(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
+                      " renamed")
         return report.exit_code
-    for r in report.recovered:
-        print(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
     when = to_dt(report.now).isoformat(timespec="seconds")
-    if args.dry_run:
+    if args.dry_run:  # for a person at a terminal, plain (and as fastpath's idle dry run)
         for p in report.planned:
             verb = "would run" if p.action == "run" else "would skip"
             print(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
         if not report.planned:
             print(f"{when}: nothing due among {report.tasks} task(s)")
         return OK
-    for p in report.planned:
-        if p.action == "skip":
-            print(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
-    for task_id in report.lost_claims:
-        print(f"{task_id}: due, but another tick claimed this slot first")
-    for task, _run_id, result in report.results:
-        if result.outcome.value == "skipped":
-            print(describe_result(task, result))
+    # skips, lost claims and each run's outcome were said by run_tick as they happened
+    if getattr(args, "exit_zero", False):
+        return OK if report.exit_code == 1 else report.exit_code
     return report.exit_code
 
 
-def _load_task(config: Config, task_id: str):
-    from .taskfile import load_tasks
+def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
+    """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
+    (enabled again before the pass, so their next slot runs). pause.py."""
+    from .pause import maintenance, resume_due
 
-    tasks, problems = load_tasks(config)
-    for t in tasks:
-        if t.id == task_id:
-            return t
-    bad = [p for p in problems if p.severity == "error" and p.path.stem == task_id]
-    if bad:
-        raise UsageError(f"task {task_id!r} has errors: " + "; ".join(str(p) for p in bad))
-    raise UsageError(f"no task with id {task_id!r} in {config.tasks_dir} (see `list`)")
+    marker = maintenance(str(config.home))
+    if marker is not None:
+        say(f"maintenance mode since {marker.get('since', '?')} (by {marker.get('by', '?')}):"
+            " nothing runs; `scheduler.py resume` ends it")
+        if not dry_run and config.db_path.exists():
+            with Store(config.db_path) as store:
+                store.set_meta("last_tick", repr(now))
+        return True
+    if not dry_run:
+        for line in resume_due(config, now):
+            say(line)
+    return False
+
+
+def _load_task(config: Config, task_id: str):
+    from .actions import load_task
+
+    return load_task(config, task_id)
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
@@ -93,9 +102,16 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with Store(config.db_path) as store:
         healer = default_healer(config, ctx.environ, store, clock.now())
-        run_id, outcome = run_manual(ctx, store, task, healer)
+        no_chain = getattr(args, "no_chain", False)
+        run_id, outcome = run_manual(ctx, store, task, healer,
+                                     trigger="manual-no-chain" if no_chain else "manual")
         # the same ladder, alerts and incidents as a scheduled run
         after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
+        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now
+            from .chains import run_chain_after_manual
+
+            for chained in run_chain_after_manual(ctx, store, healer, print):
+                after_ladder(store, config, chained, clock.now(), ctx.environ, print)
         finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
     print(f"run {run_id}: " + describe_outcome(outcome))
     if outcome.final.log_path:
@@ -105,7 +121,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_list(config: Config, args: argparse.Namespace) -> int:
     from .queries import list_rows, load_all
-    from .render import print_json, short_time, status_style, table
+    from .render import print_json, short_time, table
 
     now = clock_from(args.now).now()
     loaded = load_all(config)
@@ -124,12 +140,13 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         [
             (
                 r["id"],
-                r["title"] if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
+                (r["title"] + (f" [holds {', '.join(r['holds'])}]" if r["holds"] else ""))
+                if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
                 f"{r['schedule']} ({r['timezone']})" if r["valid"] else "",
                 ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
                 if r["valid"] else "",
                 short_time(r["last_run"]),
-                status_style(r["last_status"]) if r["last_status"] else "—",
+                _status_cell(r),
                 short_time(r["next_run"]),
                 r["consecutive_failures"] or "",
             )
@@ -137,6 +154,17 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         ],
     )
     return OK
+
+
+def _status_cell(row: dict) -> str:
+    """A run holding the task's lock right now wins over the last row (often the `skipped`
+    slot it caused): 'running (since 14:02)'."""
+    from .render import short_time, status_style
+
+    if row.get("running_since"):
+        since = short_time(row["running_since"])[-5:]
+        return status_style("running").replace("running", f"running (since {since})", 1)
+    return status_style(row["last_status"]) if row["last_status"] else "—"
 
 
 STALE_TICK = 300.0  # seconds without a tick before `list` warns
@@ -175,6 +203,7 @@ def _history_json(row: dict) -> dict:
     for key in ("scheduled_for", "started_at", "finished_at"):
         out[key] = iso(row[key])  # type: ignore[arg-type]
     out["run_id"] = row["id"]
+    out["note"] = _note(row) or None  # e.g. "self-heal not attempted: ..."
     return out
 
 
@@ -209,7 +238,7 @@ def cmd_history(config: Config, args: argparse.Namespace) -> int:
 
 
 def _error_text(row: dict) -> str:
-    """The error column; a heal row shows its diagnosis."""
+    """The error column; a heal row shows its diagnosis; a note (why no heal) follows."""
     if row.get("kind") == "heal" and row.get("extra"):
         import json
 
@@ -217,7 +246,17 @@ def _error_text(row: dict) -> str:
             return "heal: " + str(json.loads(str(row["extra"])).get("diagnosis", ""))[:300]
         except ValueError:
             pass
-    return str(row.get("error") or "")
+    return "; ".join(t for t in (str(row.get("error") or ""), _note(row)) if t)
+
+
+def _note(row: dict) -> str:
+    import json
+
+    try:
+        extra = json.loads(str(row.get("extra") or "{}"))
+    except ValueError:
+        return ""
+    return str(extra.get("note") or "") if isinstance(extra, dict) else ""
 
 
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
@@ -227,6 +266,12 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
 
     tasks, _ = load_tasks(config)
     task = next((t for t in tasks if t.id == args.target), None)
+    if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
+        from .chains import next_lines
+
+        for line in next_lines(config, task, tasks, clock_from(None).now()):
+            print(line)
+        return OK
     try:
         zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
         expression = task.schedule if task else args.target
@@ -265,11 +310,19 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
             others = ", ".join(str(p) for p in paths if p != path)
             problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
                                     " tick refuses to run anything until one is renamed", key="id"))
+    if any(t.after for t in tasks):  # issue 12: unknown upstreams, cycles (every file named)
+        from .chains import check_graph
+
+        problems += check_graph(tasks, {t.id: t.enabled for t in tasks},
+                                {t.id: t.path for t in tasks})[0]
     for task in tasks:
         if task.command and (warning := bypasses_claude_isolation(task.command)):
             problems.append(Problem(task.path, warning, key="command", severity="warning"))
     for note in _claude_notes(config):
         problems.append(Problem(config.tasks_dir, note, severity="warning"))
+    from .templates import template_problems
+
+    problems += template_problems(config)
     errors = [p for p in problems if p.severity == "error"]
     if args.json:
         print_json({"tasks": len(tasks), "errors": len(errors),
@@ -362,14 +415,14 @@ def cmd_logs(config: Config, args: argparse.Namespace) -> int:
     return OK
 
 
-def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None) -> int:
-    from .frontmatter_edit import edit_task_file
+def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
+                 until: float | None = None) -> int:
+    from .actions import set_enabled
 
-    task = _load_task(config, task_id)
-    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
-    with Store(config.db_path) as store:
-        store.set_enabled(task.id, enabled, clock_from(None).now())
+    task = set_enabled(config, task_id, enabled, reason, clock_from(None).now(), until)
     state = "enabled" if enabled else f"disabled ({reason})"
+    if until is not None:
+        state += f" until {to_dt(until).isoformat(timespec='minutes')}"
     print(f"{task.id}: {state} in {task.path}")
     return OK
 
@@ -379,7 +432,34 @@ def cmd_enable(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_disable(config: Config, args: argparse.Namespace) -> int:
-    return _set_enabled(config, args.id, False, args.reason)
+    if args.until is None:
+        return _set_enabled(config, args.id, False, args.reason)
+    until = clock_from(args.until).now()  # a pause that ends by itself (pause.py)
+    return _set_enabled(config, args.id, False, "paused", until)
+
+
+def cmd_pause(config: Config, args: argparse.Namespace) -> int:
+    """Maintenance mode: every tick runs nothing until `resume`."""
+    from .pause import start_maintenance
+
+    by = args.by or os.environ.get("USER") or "someone"
+    start_maintenance(str(config.home), to_dt(clock_from(None).now()).isoformat(), by)
+    print("maintenance mode: the tick runs nothing until `scheduler.py resume`")
+    return OK
+
+
+def cmd_resume(config: Config, args: argparse.Namespace) -> int:
+    from .pause import end_maintenance
+
+    print("maintenance mode ended: the tick runs tasks again" if end_maintenance(
+        str(config.home)) else "not in maintenance mode")
+    return OK
+
+
+def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
+    from .web.server import serve
+
+    return serve(home, args.host, args.port, args.token_file, args.allow_host or [])
 
 
 __all__ = ["USAGE"]

@@ -22,22 +22,22 @@ from .claude import (
     NO_KEY,
     ClaudeError,
     ClaudeSession,
-    TemplateError,
     api_key,
     append_jsonl,
     claude_config,
-    render_template,
 )
 from .config import Config
 from .frontmatter_edit import EditError, edit_task_file, set_keys
 from .store import Store
 from .task import NOTIFY_ON, Task
+from .templates import TemplateError, render_template
 
 TEMPLATE = "check-comments.txt"
 AUDIT_LOG = "comments-audit.log"
 ACTIONS = ("run", "skip", "pause", "update")
 UPDATABLE = ("schedule", "timeout", "retry", "notify_on", "notify_to", "tags", "title")
 MAX_COMMENT_CHARS = 8000
+UNREAD = "comments left unread: "  # a run decision that read nothing starts so
 
 DECIDE_TOOL: dict[str, Any] = {
     "name": "decide",
@@ -114,7 +114,7 @@ def check_comments(
     if not pending:
         return CommentDecision("run", "no unread comments")
     if api_key(environ) is None:
-        return CommentDecision("run", f"comments left unread: {NO_KEY}")
+        return CommentDecision("run", f"{UNREAD}{NO_KEY}")
     cfg = claude_config(config)
     if deadline is None:
         deadline = time.monotonic() + cfg.timeout * (cfg.max_retries + 1) + 5
@@ -131,9 +131,9 @@ def check_comments(
                 tool_choice={"type": "tool", "name": "decide"},
             )
     except (ClaudeError, TemplateError, OSError) as exc:
-        return CommentDecision("run", f"comments left unread: {exc}")
+        return CommentDecision("run", f"{UNREAD}{exc}")
     except Exception as exc:  # a bug of ours or the SDK's: the task still runs
-        return CommentDecision("run", f"comments left unread: mdcron internal error {exc!r}")
+        return CommentDecision("run", f"{UNREAD}mdcron internal error {exc!r}")
     requested = next((b.input for b in message.content if getattr(b, "type", "") == "tool_use"
                       and b.name == "decide"), None)
     decision, refusal = _apply(task, config, requested)

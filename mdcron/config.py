@@ -12,6 +12,7 @@ from .units import DurationError, parse_duration
 
 CONFIG_NAME = "scheduler.yaml"
 ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
+ID_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # resource names become file names
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -34,6 +35,7 @@ class Config:
     max_consecutive_failures: int = 3  # unhealed failed ticks in a row before suspension
     probation: float = 7 * 86400.0  # after a heal that worked, seconds of no second chance
     max_heals_per_tick: int = 3
+    resources: dict[str, int] = field(default_factory=dict)  # name -> capacity (resources.py)
     raw: dict[str, object] = field(default_factory=dict)  # the parsed file, for later issues
 
     @property
@@ -85,7 +87,7 @@ _KNOWN = {
     "allow_outside_home", "stop_grace",
     # keys read by later parts (notifications, Claude); accepted here so they do not warn
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
-    "max_heals_per_tick", "probation",
+    "max_heals_per_tick", "probation", "resources",
 }
 
 
@@ -172,6 +174,16 @@ def _build(home: Path, path: Path, data: dict) -> tuple[Config, list[Problem]]:
             err("allow_outside_home", "expected a list of folders, e.g. [/srv/backups]")
         else:
             values["allow_outside_home"] = tuple(os.path.expanduser(x) for x in v)
+    if "resources" in data:
+        v = data["resources"]
+        ok = isinstance(v, dict) and all(
+            isinstance(k, str) and ID_LIKE.fullmatch(k) and isinstance(n, int)
+            and not isinstance(n, bool) and n >= 1 for k, n in v.items())
+        if not ok:
+            err("resources", "expected a mapping of name: capacity (a whole number >= 1), e.g."
+                " resources: {ollama: 1, gpu: 2}")
+        else:
+            values["resources"] = dict(v)
     # The notification and Claude sections are parsed by their own modules (cheap imports).
     from .claude import parse_claude_config
     from .notify_config import parse_notify_config

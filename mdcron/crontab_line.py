@@ -22,13 +22,15 @@ LOG = "logs/tick.log"
 
 def render(home: str, python: str, script: str = "scheduler.py",
            path: str | None = None) -> str:
-    """`* * * * * cd HOME && [PATH=…] MDCRON_HOME=HOME PYTHON SCRIPT tick >> logs/tick.log 2>&1`.
+    """`* * * * * cd HOME && [PATH=…] MDCRON_HOME=HOME exec PYTHON SCRIPT tick >> LOG 2>&1`.
 
     `cd` first so relative paths and the log land in the home; MDCRON_HOME on the command (not
     a crontab-wide variable) so other lines of the crontab are untouched; PATH only when given
-    (the tasks' commands see it, as they saw it where `install` ran). Never a secret."""
+    (the tasks' commands see it, as they saw it where `install` ran). Never a secret. `exec`:
+    cron's shell is replaced by the tick rather than waiting, readable, with the crontab's
+    environment (procguard.py)."""
     env = ([f"PATH={shlex.quote(path)}"] if path else []) + [f"MDCRON_HOME={shlex.quote(home)}"]
-    command = (f"cd {shlex.quote(home)} && {' '.join(env)} {shlex.quote(python)}"
+    command = (f"cd {shlex.quote(home)} && {' '.join(env)} exec {shlex.quote(python)}"
                f" {shlex.quote(script)} tick >> {LOG} 2>&1")
     return f"{SCHEDULE} {_escape_percent(command)}"
 
@@ -96,14 +98,14 @@ def parse(line: str, cron_home: str | None = None) -> TickLine | None:
     cwd = cron_home
     for simple in _simple_commands(words):
         env: dict[str, str] = {}
-        while simple and "=" in simple[0] and simple[0].split("=", 1)[0].isidentifier():
-            name, value = simple.pop(0).split("=", 1)
-            env[name] = value
-        if simple and simple[0] == "env":  # `env NAME=value … python …`
-            simple.pop(0)
-            while simple and "=" in simple[0]:
+        while simple:  # `NAME=value`, `exec`, `env NAME=value …` before the command
+            if simple[0] in ("exec", "env"):
+                simple.pop(0)
+            elif "=" in simple[0] and simple[0].split("=", 1)[0].isidentifier():
                 name, value = simple.pop(0).split("=", 1)
                 env[name] = value
+            else:
+                break
         if not simple:
             continue
         if simple[0] == "cd":

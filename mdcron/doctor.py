@@ -196,6 +196,23 @@ def run_doctor(home: Path, environ: Mapping[str, str],
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
+        checks += _prompts(config)
+    return checks
+
+
+def _prompts(config: Config) -> list[Check]:
+    """Which prompt template is in use (the home's own or the shipped one), and whether it
+    can be used."""
+    from .templates import PLACEHOLDERS, check_template
+
+    checks = []
+    for name in PLACEHOLDERS:
+        source, broken = check_template(config, name)
+        if broken is None:
+            checks.append(Check(f"prompt {name}", "ok", source.describe()))
+        else:
+            checks.append(Check(f"prompt {name}", "fail", f"{source.describe()}: {broken}",
+                                f"fix {source.path}, or delete it to use the shipped default"))
     return checks
 
 

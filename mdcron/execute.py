@@ -35,6 +35,8 @@ class RunContext:
     clock: Clock
     owner: Owner
     environ: Mapping[str, str]  # the scheduler's own environment, before secrets are removed
+    inherit_fds: tuple[int, ...] = ()  # resource units the task's process holds too (issue 12)
+    extra_env: tuple[tuple[str, str], ...] = ()  # set by mdcron, e.g. MDCRON_BUSY_RESOURCES
 
 
 def current_owner() -> Owner:
@@ -105,6 +107,7 @@ def _start(
         ctx.environ, task, secret_names=config.secret_names(), run_id=run_id, attempt=attempt,
         claude_config_dir=config.claude_dir,
     )
+    env.update(ctx.extra_env)
 
     def on_start(pid: int) -> None:
         lock.write(replace(info, pgid=pid, child_start=process_start_time(pid)))
@@ -115,6 +118,6 @@ def _start(
         max_log_bytes=config.log_max_bytes,
         tail_bytes=config.output_tail_bytes,
         kill_grace=config.kill_grace,
-        pass_fds=(lock.fileno(),),
+        pass_fds=(lock.fileno(), *ctx.inherit_fds),
         on_start=on_start,
     )

@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 import time
 
-CACHE_FORMAT = 1
-SCHEMA_VERSION = 3  # store.SCHEMA_VERSION (a test checks that they agree)
+CACHE_FORMAT = 2
+SCHEMA_VERSION = 4  # store.SCHEMA_VERSION (a test checks that they agree)
 RETENTION_EVERY = 86400.0  # tick.RETENTION_EVERY (a test checks)
 RACY_NS = 2_000_000_000  # a file changed this close to its reading is read again next time
 DUE_SLACK = 1e-6  # a next_due this close to now counts as due: decide() has the final word
@@ -188,6 +188,10 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path):
         return None
+    from .pause import idle_blocked  # stdlib only; issue 10: maintenance mode, a pause now over
+
+    if idle_blocked(home, now):  # two os.path.exists when neither is set
+        return None  # the full tick reports maintenance / enables the task (commands._paused_tick)
     text = config_text(home)
     if text is None:
         return None

@@ -27,11 +27,9 @@ from .claude import (
     NO_KEY,
     ClaudeError,
     ClaudeSession,
-    TemplateError,
     api_key,
     append_jsonl,
     claude_config,
-    render_template,
     reply_text,
 )
 from .config import Config
@@ -40,9 +38,11 @@ from .healing import HealRecord
 from .outcome import RunResult
 from .store import Store
 from .task import Task
+from .templates import PLACEHOLDERS, TemplateError, check_template, render_template
 
 TEMPLATE = "self-heal.txt"
 AUDIT_LOG = "self-heal-audit.log"
+BACKUPS = "heal-backups"  # in logs/; pruned with the runs (retention_days)
 MAX_AUDITED_REFUSALS = 200
 PROMPT_TEXT_LIMIT = 32 * 1024  # characters of the task file and output tail put in the prompt
 
@@ -91,11 +91,8 @@ class ClaudeHealer:
         if today >= self.cfg.max_heals_per_day:
             return (f"{task.id} was healed {today} time(s) in the last 24 h "
                     f"(claude.max_heals_per_day: {self.cfg.max_heals_per_day})")
-        try:
-            render_template(self.config, TEMPLATE, {k: "" for k in _PLACEHOLDERS})
-        except TemplateError as exc:
-            return str(exc)
-        return None
+        _source, broken = check_template(self.config, TEMPLATE)
+        return broken
 
     def heal(
         self, task: Task, *, attempt: int, failure: RunResult, previous: HealRecord | None,
@@ -228,9 +225,11 @@ class ClaudeHealer:
             "error": failure.fail_reason or "(no reason recorded)",
             "output_tail": _clip(failure.output_tail) or "(no output)",
             "attempt": str(attempt),
-            "previous_diagnosis": previous.diagnosis if previous else "(none: first heal)",
-            "previous_diff": (previous.diff or "(no change)") if previous else "(none)",
-            "previous_error": str(prev_extra.get("failure") or "(none)"),
+            # empty on the first heal: the template's {{#previous_diagnosis}} section is left out
+            "previous_diagnosis": (previous.diagnosis or "(none given)") if previous else "",
+            "previous_diff": (previous.diff or "(no change)") if previous else "",
+            "previous_error": str(prev_extra.get("failure") or "(not recorded)") if previous
+            else "",
             "home": str(sandbox.home),
             "writable": sandbox.writable_summary(),
             "max_tool_calls": str(self.cfg.max_tool_calls),
@@ -241,7 +240,7 @@ class ClaudeHealer:
 
     def _backup_dir(self, task: Task, attempt: int, started: float) -> Path:
         stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
-        base = self.config.logs_dir / "heal-backups" / task.id
+        base = self.config.logs_dir / BACKUPS / task.id
         path, n = base / f"{stamp}-{attempt}", 1
         while path.exists():
             n += 1
@@ -275,11 +274,7 @@ class ClaudeHealer:
             record.extra["audit_error"] = str(exc)
 
 
-_PLACEHOLDERS = (
-    "task_id", "title", "task_file", "task_text", "run_as", "command", "cwd", "exit_code",
-    "outcome", "error", "output_tail", "attempt", "previous_diagnosis", "previous_diff",
-    "previous_error", "home", "writable", "max_tool_calls", "now",
-)
+_PLACEHOLDERS = PLACEHOLDERS[TEMPLATE]
 
 
 def _dispatch(sandbox: Sandbox, name: str, inputs: dict[str, Any]) -> str:
@@ -375,6 +370,37 @@ def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, 
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+# --- retention ------------------------------------------------------------------------------------
+
+
+def prune_backups(config: Config, older_than: float) -> list[Path]:
+    """Delete heal backups (logs/heal-backups/<task>/<stamp>-<attempt>) made before
+    `older_than`, by the UTC stamp in their name (the time the heal started), as the tick's
+    retention does for runs. Returns what was removed; empty task folders go too."""
+    import shutil
+
+    root = config.logs_dir / BACKUPS
+    removed: list[Path] = []
+    try:
+        task_dirs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return removed
+    for task_dir in task_dirs:
+        for backup in sorted(task_dir.iterdir()):
+            try:
+                made = datetime.strptime(backup.name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            except ValueError:
+                continue  # not ours: left alone
+            if made.timestamp() < older_than and backup.is_dir() and not backup.is_symlink():
+                shutil.rmtree(backup, ignore_errors=True)
+                removed.append(backup)
+        try:
+            task_dir.rmdir()  # only when empty
+        except OSError:
+            pass
+    return removed
+
+
 # --- revert --------------------------------------------------------------------------------------
 
 
@@ -390,6 +416,9 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float | None
     if row is None:
         raise RevertError(f"{task_id} has no applied heal to revert")
     heal_id, backup = row[0], Path(row[1])
+    if not backup.exists():
+        raise RevertError(f"the backup of heal {heal_id} ({backup}) is gone: heal backups are"
+                          f" kept for retention_days ({config.retention_days}), like runs")
     try:
         manifest = json.loads((backup / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

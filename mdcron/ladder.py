@@ -10,13 +10,16 @@ import time
 from dataclasses import dataclass, field, replace
 
 from .clock import to_dt
-from .escalation import LadderState, Step, ladder_budget, next_step
+from .escalation import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .execute import RunContext, acquire_task_lock, run_attempt
 from .healing import Healer, HealRecord
 from .locks import TaskLock, lock_path, read_info
 from .outcome import Outcome, RunResult
 from .store import Store
 from .task import Task
+
+# The tick makes no healer when the scheduler has no API key (tick.default_healer).
+NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
 
 
 @dataclass(slots=True)
@@ -60,12 +63,14 @@ def execute_claimed(
 
 
 def run_manual(
-    ctx: RunContext, store: Store, task: Task, healer: Healer | None = None
+    ctx: RunContext, store: Store, task: Task, healer: Healer | None = None,
+    trigger: str = "manual",
 ) -> tuple[int, LadderOutcome]:
-    """`run <id>`: now, regardless of schedule, under the same lock, trigger 'manual'."""
+    """`run <id>`: now, regardless of schedule, under the same lock, trigger 'manual' (or
+    'manual-no-chain': its success starts no chain, chains.py)."""
     now = ctx.clock.now()
     run_id = store.start_run(
-        task.id, scheduled_for=now, trigger="manual", attempt=1, kind="run", now=now,
+        task.id, scheduled_for=now, trigger=trigger, attempt=1, kind="run", now=now,
         owner=ctx.owner, task_file=str(task.path),
     )
     return run_id, execute_claimed(ctx, store, task, run_id, healer)
@@ -80,7 +85,7 @@ def climb(
     healer: Healer | None,
 ) -> LadderOutcome:
     config = ctx.config
-    heal_reason = healer.unavailable_reason(task) if healer is not None else "no healer"
+    heal_reason = healer.unavailable_reason(task) if healer is not None else NO_HEALER
     budget = ladder_budget(task.timeout, task.retry, heal_reason is None)
     deadline = time.monotonic() + budget
     probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
@@ -93,7 +98,7 @@ def climb(
 
     result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
     out = LadderOutcome(task, result, Step.DONE, "", steps=[(1, "run", result)])
-    attempt, retried = 1, False
+    attempt, retried, last_row = 1, False, run_id
     while True:
         if healer is not None:
             heal_reason = healer.unavailable_reason(out.task)
@@ -111,6 +116,11 @@ def climb(
         step, reason = next_step(state)
         if step in (Step.DONE, Step.GIVE_UP, Step.SUSPEND):
             out.decision, out.reason, out.final = step, reason, result
+            note = heal_note(out.task, result, len(out.heals), heal_reason, on_probation,
+                             state.deadline_passed)
+            if note:  # say on the failure's own row why no (further) heal was tried
+                store.add_note(last_row, note)
+                out.reason = f"{reason}; {note}"
             break
         if step is Step.RETRY:
             retried = True
@@ -129,6 +139,7 @@ def climb(
         )
         bounded = replace(out.task, timeout=min(out.task.timeout, remaining))
         result = run_attempt(ctx, store, bounded, rerun_id, lock, attempt=attempt)
+        last_row = rerun_id
         out.steps.append((attempt, "retry", result))
 
     out.failures_in_a_row = store.count_failure(task.id, failed=not out.final.ok)
@@ -137,6 +148,26 @@ def climb(
     if out.decision is Step.SUSPEND:
         out.suspend_error = suspend(ctx, store, out.task)
     return out
+
+
+def heal_note(task: Task, final: RunResult, heals: int, heal_reason: str | None,
+              on_probation: bool, deadline_passed: bool) -> str | None:
+    """'self-heal not attempted: <why>' for a failure the ladder leaves unhealed, so history,
+    `show` and the alert say why (no key, self_heal: false, a budget used up, a broken prompt
+    template, probation, the deadline). None when it succeeded or every heal was tried."""
+    if final.ok or final.outcome is Outcome.SKIPPED or heals >= MAX_HEALS:
+        return None
+    if not task.self_heal:
+        why = "self_heal: false in the task file"
+    elif on_probation:
+        why = "on probation after an earlier heal (a failure now suspends it)"
+    elif heal_reason is not None:
+        why = heal_reason
+    elif deadline_passed:
+        why = "the ladder's deadline passed"
+    else:
+        return None
+    return f"{'second self-heal' if heals else 'self-heal'} not attempted: {why}"
 
 
 def _heal(
@@ -158,7 +189,9 @@ def _heal(
     out.heals.append(record)
     result = RunResult(
         Outcome.SUCCESS if record.outcome == "changed" else Outcome.FAILED,
-        fail_reason=None if record.outcome == "changed" else f"heal {record.outcome}",
+        # a refused heal's diagnosis is its reason ("self-heal not attempted: ...")
+        fail_reason=None if record.outcome == "changed" else record.diagnosis
+        if record.outcome == "refused" else f"heal {record.outcome}",
         duration=time.monotonic() - started,
         output_tail=(record.diagnosis + "\n\n" + record.diff)[-8192:],
         extra={"heal_outcome": record.outcome, "diagnosis": record.diagnosis, **record.extra},

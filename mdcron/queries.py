@@ -52,7 +52,7 @@ def next_fire(task: Task, config: Config, now: float,
     floor: when floor <= now < next_due it is also the first fire after now."""
     from .tick import schedule_of
 
-    if not task.enabled:
+    if not task.enabled or task.after:  # a chain has no fire times of its own
         return None
     if due is not None:
         floor, first = due
@@ -67,24 +67,37 @@ def iso(ts: float | None) -> str | None:
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
     rows: list[dict] = []
+    held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
+    if config.resources:
+        from .resources import holders
+
+        for h in holders(config):
+            if h.info is not None:
+                held.setdefault(h.info.task_id, []).append(h.resource)
     for task in loaded.tasks:
         if tag and tag not in task.tags:
             continue
         last = loaded.last_runs.get(task.id) or {}
         state = loaded.states.get(task.id)
         nxt = next_fire(task, config, now, loaded.due.get(task.id))
+        info = read_info(lock_path(config.locks_dir, task.id))  # as `why`: the lock says so
+        running_since = info.started_at if info is not None and holder_alive(info) else None
         rows.append({
             "id": task.id,
             "title": task.title,
-            "schedule": task.schedule,
+            "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
             "timezone": zone_name(task, config),
             "enabled": task.enabled,
             "disabled_reason": task.disabled_reason,
             "last_run": iso(last.get("started_at")),  # type: ignore[arg-type]
             "last_status": last.get("status"),
+            "running_since": iso(running_since),
             "next_run": nxt.isoformat() if nxt else None,
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
+            "uses": list(task.uses),
+            "holds": held.get(task.id, []),
+            "after": list(task.after),
             "file": str(task.path),
             "valid": True,
             "problem": None,
@@ -96,8 +109,9 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             rows.append({
                 "id": path.stem, "title": None, "schedule": None, "timezone": None,
                 "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
-                "next_run": None, "consecutive_failures": 0, "tags": [], "file": str(path),
-                "valid": False, "problem": str(first),
+                "running_since": None,
+                "next_run": None, "consecutive_failures": 0, "tags": [], "uses": [],
+                "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
             })
     return rows
 
@@ -107,6 +121,10 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
     from .schedule import decide, fires_between
     from .tick import _as_observed, schedule_of
 
+    if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
+        from .chains import explain as explain_chain
+
+        return explain_chain(config, task, at) + issue12_lines(config, task, at)
     sched = schedule_of(task, config)
     zone = sched.zone
     at_dt = to_dt(at)
@@ -145,6 +163,29 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
         held = format_duration(max(0.0, at - info.started_at))
         lines.append(f"locked: a run started {held} ago is still going; a new slot is skipped")
     lines.append(f"next fire: {local(decision.next_fire)}")
+    return lines + issue12_lines(config, task, at)
+
+
+def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
+    """`why` for issue 12: the resources a task uses and who holds them."""
+    lines = []
+    if task.uses:
+        from .resources import describe_holders
+
+        lines += [f"uses {line} (on_busy: {task.on_busy})"
+                  for line in describe_holders(config, task)]
+    if task.once_per:
+        from .chains import schedule_zone
+        from .once_per import last_successes, skip_reason
+
+        last = None
+        if config.db_path.exists():
+            with Store(config.db_path) as store:
+                last = last_successes(store, [task.id], at).get(task.id)
+        reason = skip_reason(at, last, schedule_zone(task, config), task.once_per)
+        lines.append(f"once_per: {task.once_per}: " + (
+            f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
+            f"no success yet this {task.once_per}: slots run until one succeeds"))
     return lines
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import Config
-from .locks import TaskLock, is_stale, kill_holder, lock_path, process_matches, read_info
+from .locks import LockInfo, TaskLock, is_stale, kill_holder, lock_path, process_matches, read_info
 from .outcome import Outcome
 from .store import Store
 
@@ -49,9 +49,22 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
         if not lock.try_acquire():
             continue  # the task outlived its tick and is still within its time
         try:
-            reason = f"the tick running it (pid {row['owner_pid']}) died before it finished"
-            if store.end_running(run_id, Outcome.CRASHED, reason, now):
+            reason, ended_at, unobserved = crash_reason(row, info, run_id)
+            if store.end_running(run_id, Outcome.CRASHED, reason, now, ended_at, unobserved):
                 found.append(Recovered(task_id, run_id, Outcome.CRASHED, reason))
         finally:
             lock.release()
     return found
+
+
+def crash_reason(row: dict, info: LockInfo | None, run_id: int) -> tuple[str, float | None, bool]:
+    """Pure: what is known of a run whose tick died -> (reason, real end or None, unobserved).
+    The lock names the run once it is taken and its process group once the task started; no
+    record of this run means the task never started (it ended when it was claimed)."""
+    died = f"the tick running it (pid {row['owner_pid']}) died before it finished"
+    if info is None or info.run_id != run_id:
+        return f"{died}; the task never started", float(row["started_at"]), False
+    if info.pgid is None:
+        return f"{died}; the task never started", float(row["started_at"]), False
+    return (f"{died}; the task (process group {info.pgid}) ended unobserved, so no duration"
+            " is recorded", None, True)

@@ -383,6 +383,7 @@ class _Run:
         self.deadline = start + spec.timeout
         self.rc: int | None = None
         self.timed_out = False
+        self.sent_kill = False  # the group outlived TERM + grace
         self.leftovers = False
         self.sel = selectors.DefaultSelector()
         assert proc.stdout is not None and proc.stderr is not None
@@ -419,7 +420,7 @@ class _Run:
                     end_at = min(end_at, now + DRAIN_LIMIT)
             if kill_at is not None and not killed and not group_done and now >= kill_at:
                 _signal_group(self.pgid, signal.SIGKILL)
-                killed = True
+                killed = self.sent_kill = True
                 end_at = min(end_at, now + KILL_SETTLE + DRAIN_LIMIT)
             if self.rc is not None and group_done and not self.sel.get_map():
                 return
@@ -467,6 +468,12 @@ class _Run:
         if self.leftovers:
             out.note("[mdcron] processes left running in the task's group after it exited "
                      "were terminated")
+        if self.timed_out:  # the run's own log says why it stopped mid-sentence
+            grace = format_duration(self.kill_grace)
+            how = (f"TERM, then KILL after {grace} grace" if self.sent_kill
+                   else f"TERM; it was gone within the {grace} grace")
+            out.note(f"[mdcron] killed: timeout after {format_duration(self.spec.timeout)}"
+                     f" ({how})")
         out.finish()
         if self.timed_out:
             outcome, reason = Outcome.TIMEOUT, f"timeout after {format_duration(self.spec.timeout)}"

@@ -271,17 +271,33 @@ class Store:
             )
             return cur.rowcount == 1
 
-    def end_running(self, run_id: int, status: Outcome, reason: str, now: float) -> bool:
+    def end_running(self, run_id: int, status: Outcome, reason: str, now: float,
+                    ended_at: float | None = None, unobserved: bool = False) -> bool:
         """Close a row still marked running (crashed, timed out by a stale-lock kill, skipped
-        because the lock was held). Check-and-set: only one caller wins."""
+        because the lock was held). Check-and-set: only one caller wins. `ended_at`: the real
+        end when known; `unobserved`: nobody saw the end, so no duration is recorded (the time
+        until detection is not one)."""
+        end = now if ended_at is None else ended_at
         with self.write() as db:
             cur = db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
-                " duration_ms = CAST(max(0, (? - started_at) * 1000) AS INTEGER)"
+                " duration_ms = CASE WHEN ? THEN NULL"
+                " ELSE CAST(max(0, (? - started_at) * 1000) AS INTEGER) END"
                 " WHERE id = ? AND status = 'running'",
-                (status.value, reason, now, now, run_id),
+                (status.value, reason, end, unobserved, end, run_id),
             )
             return cur.rowcount == 1
+
+    def add_note(self, run_id: int, note: str) -> None:
+        """Attach a sentence to a finished row (`extra.note`; history and `show` print it after
+        the error: 'exit 1; self-heal not attempted: ...'). The error itself stays the run's."""
+        with self.write() as db:
+            db.execute(
+                "UPDATE runs SET extra = json_set(CASE WHEN json_valid(extra) THEN extra"
+                " ELSE '{}' END, '$.note', CASE WHEN json_extract(extra, '$.note') IS NULL"
+                " THEN ? ELSE json_extract(extra, '$.note') || '; ' || ? END) WHERE id = ?",
+                (note, note, run_id),
+            )
 
     def running_rows(self) -> list[dict[str, object]]:
         return self._rows("SELECT * FROM runs WHERE status = 'running' ORDER BY id", ())
@@ -343,16 +359,25 @@ class Store:
 def _open(path: Path) -> sqlite3.Connection:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        created = False
         if not path.exists():
             # Created owner-only before SQLite touches it; the WAL files inherit the mode.
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-            os.close(fd)
+            # O_EXCL: of two ticks racing to create it, one only is the creator.
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                created = True
+            except FileExistsError:
+                pass
         db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA busy_timeout = 60000")
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
         _migrate(db)
+        if created:  # a lost database must not pass silently (dbguard.py)
+            from .dbguard import note_created
+
+            note_created(db, path)
     except sqlite3.DatabaseError as exc:
         raise StoreError(
             f"the state database {path} cannot be used: {exc}. Run `scheduler.py doctor`; to"

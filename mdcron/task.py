@@ -9,6 +9,8 @@ from pathlib import Path
 RUN_AS = ("shell", "script", "claude")
 NOTIFY_ON = ("failure", "success", "always", "never")
 DISABLED_REASONS = ("auto_suspended", "retired", "paused", "by_choice")
+ONCE_PER = ("day", "week", "month")
+ON_BUSY = ("wait", "skip", "run")
 
 # catchup: how late a missed fire may still run. None = the config's default.
 CATCHUP_ALWAYS = math.inf
@@ -42,3 +44,10 @@ class Task:
     model: str | None = None  # Claude tasks: model override
     heal_paths: tuple[str, ...] = ()  # globs self-heal may write besides the task file
     claude_config: str | None = None  # CLAUDE_CONFIG_DIR override for this task
+    # issue 12: chains (chains.py), once per period (once_per.py), shared resources (resources.py)
+    after: tuple[str, ...] = ()  # upstream task ids; set by `schedule: after x` or `after: [..]`
+    chain_window: float = 86400.0  # several upstreams: all succeeded within one such window
+    once_per: str | None = None  # day | week | month: skip slots after a success this period
+    uses: tuple[str, ...] = ()  # resource names from the config's `resources:`
+    on_busy: str = "wait"  # wait | skip | run, when a resource is at capacity
+    busy_wait: float = 300.0  # on_busy: wait, seconds within one tick

@@ -200,6 +200,12 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "model": _text,
     "heal_paths": _str_list('heal_paths: ["scripts/*.sh"]'),
     "claude_config": _text,
+    "after": lambda v: tuple(_id(x) for x in _str_list("after: [extract, fetch]")(v)),
+    "chain_window": _timeout,
+    "once_per": _choice(task_model.ONCE_PER),
+    "uses": _str_list("uses: [gpu]"),
+    "on_busy": _choice(task_model.ON_BUSY),
+    "busy_wait": lambda v: _seconds(v, "a duration like 30s, 5m"),
 }
 assert set(_CHECKS) == KNOWN_KEYS
 _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
@@ -504,6 +510,7 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
                 line=report.close_line,
             )
     _check_schedule(values, report, config)
+    _check_issue12_keys(values, report, config)
     _check_kind(values, body, report)
     if "cwd" in values and "cwd_policy" in values:
         report.error("cwd_policy: set either cwd or cwd_policy, not both", key="cwd_policy")
@@ -528,8 +535,8 @@ def _check_schedule(values: dict[str, object], report: _Report, config: Config) 
             report.error(f"timezone: {exc}", key="timezone")
     if zone is None:
         zone = resolve_zone(config.timezone)  # checked when the config was loaded
-    if "schedule" not in values:
-        return
+    if "schedule" not in values or _after_words(values["schedule"]) is not None:  # type: ignore[arg-type]
+        return  # a chain: checked by _check_issue12_keys
     try:
         parse_schedule(values["schedule"], zone)  # type: ignore[arg-type]
     except ScheduleError as exc:
@@ -573,3 +580,42 @@ def _check_paths(task: Task, report: _Report, config: Config) -> None:
             script_path(task, config)
         except PathError as exc:
             report.error(f"command: {exc}", key="command")
+
+
+def _after_words(schedule: str) -> list[str] | None:
+    """`schedule: after extract, fetch` -> ["extract", "fetch"]; None when not a chain."""
+    words = schedule.replace(",", " ").split()
+    if not words or words[0] != "after":
+        return None
+    return words[1:]
+
+
+def _check_issue12_keys(values: dict[str, object], report: _Report, config: Config) -> None:
+    """Chains (`schedule: after x` / `after:`) and `uses:` against the config's resources.
+    Cross-file checks (unknown upstream, cycles) are in chains.check_graph."""
+    words = _after_words(values["schedule"]) if "schedule" in values else None  # type: ignore[arg-type]
+    listed = values.get("after", ())
+    if words is not None:
+        try:
+            names = tuple(dict.fromkeys([*(_id(w) for w in words), *listed]))  # type: ignore[misc]
+        except _Bad as exc:
+            report.error(f"schedule: after: {exc}", key="schedule")
+            return
+        if not names:
+            report.error('schedule: "after" needs the upstream task, e.g. schedule: after '
+                         "extract, or after: [extract, fetch] with schedule: after", key="schedule")
+        values["after"] = names
+    elif listed:
+        report.error("after: only works with schedule: after (the upstream decides when this "
+                     "runs); write schedule: after", key="after")
+    if values.get("id") in values.get("after", ()):  # type: ignore[operator]
+        report.error("after: a task cannot run after itself", key="after")
+    resources = config.resources
+    for name in values.get("uses", ()):  # type: ignore[attr-defined]
+        if name not in resources:
+            import difflib
+
+            near = difflib.get_close_matches(name, sorted(resources), n=1, cutoff=0.6)
+            hint = (f"did you mean {near[0]!r}?" if near else
+                    f"add it to scheduler.yaml, e.g. resources: {{{name}: 1}}")
+            report.error(f"uses: unknown resource {name!r}; {hint}", key="uses")

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .clock import Clock, minute_floor, to_dt
 from .config import Config
@@ -23,6 +24,9 @@ from .problems import Problem
 from .recovery import Recovered, recover
 from .store import Store, TaskState
 from .task import Task
+
+if TYPE_CHECKING:
+    from .cache import View
 
 RETENTION_EVERY = 86400.0  # seconds between retention passes
 
@@ -63,16 +67,22 @@ def default_state(task_id: str, enabled: bool, now: float) -> TaskState:
 
 
 def plan(
-    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float
+    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float,
+    plain: dict[str, float] | None = None,
 ) -> list[Planned]:
-    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`."""
-    from .schedule import decide
-
+    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`.
+    `plain`: id -> the slot the cache alone knows decide() runs (cache.plain_due); those are
+    planned without croniter, their reason left "" until fill_reasons (after the runs start)."""
     out: list[Planned] = []
     now_dt = to_dt(now)
     for task in tasks:
-        if not task.enabled:
+        if not task.enabled or task.after:  # chains run from their upstreams' rows (chains.py)
             continue
+        if plain and task.id in plain:
+            out.append(Planned(task, "run", plain[task.id], ""))
+            continue
+        from .schedule import decide
+
         state = states.get(task.id) or default_state(task.id, True, now)
         decision = decide(
             schedule_of(task, config),
@@ -87,6 +97,15 @@ def plan(
                         decision.missed)
             )
     return out
+
+
+def fill_reasons(planned: list[Planned], config: Config) -> None:
+    """The reason decide() gives a plain due slot, for the ones plan() left without."""
+    from .schedule import _show
+
+    for p in planned:
+        if not p.reason and p.action == "run":
+            p.reason = f"due: fire at {_show(to_dt(p.slot), schedule_of(p.task, config).zone)}"
 
 
 _SCHEDULES: dict[tuple[str, str | None], object] = {}
@@ -136,41 +155,102 @@ def run_tick(
 
     owner = current_owner()
     with Store(config.db_path) as store:
+        if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
+            from .dbguard import alert_if_recreated
+
+            alert_if_recreated(store, config, now, say)
         report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
+        for r in report.recovered:  # before this tick's own runs: the log reads in event order
+            say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
+        if report.recovered:  # forced alerts and incidents now, not after the slowest task
+            _after_recovery(store, config, report.recovered, now, environ, say)
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
-        report.planned = plan(candidates, task_states(rows, candidates), config, now)
+        report.planned = plan(candidates, task_states(rows, candidates), config, now,
+                              view.plain(candidates, rows, now))
+        broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
+        # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
+        deferred = [p for p in report.planned if p.action == "run" and p.task.uses]
         claims = [
             (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
-            for p in report.planned
+            for p in report.planned if not (p.action == "run" and p.task.uses)
         ]
         won = store.claim_slots(claims, now, owner)
         to_run = []
         for p in report.planned:
+            if p.action == "run" and p.task.uses:
+                continue
             run_id = won.get((p.task.id, p.slot))
             if run_id is None:
                 report.lost_claims.append(p.task.id)
             elif p.action == "run":
                 to_run.append((p.task, run_id))
+        for p in report.planned:
+            if p.action == "skip" and p.task.id not in report.lost_claims:
+                say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
+        for task_id in report.lost_claims:
+            say(f"{task_id}: due, but another tick claimed this slot first")
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None:
             healer = default_healer(config, ctx.environ, store, now)
-        report.ladders = _run_all(ctx, to_run, say, healer)
+        from .resource_runs import start as start_deferred
+
+        uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
+        report.ladders = _run_all(ctx, to_run, say, healer,
+                                  meanwhile=lambda: (view.prepare_complete(),
+                                                     fill_reasons(report.planned, config)))
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
+        view.complete(store)  # croniter only now, once the tasks started (or ran)
+        fill_reasons(report.planned, config)
+        for rid, o in uses.join():
+            report.ladders.append(o)
+            report.results.append((o.task, rid, o.final))
+        from .chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
+
+        for task, rid, o in run_rounds(ctx, store, candidates, broken,
+                                       lambda items: _run_all(ctx, items, say, healer), say,
+                                       healer):
+            report.ladders.append(o)  # type: ignore[arg-type]
+            report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
     return report
 
 
+def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
+                  candidates: list[Task]) -> set[str]:
+    """Issue 12: `once_per` slots after this period's success become skips (once_per.py);
+    chains are checked (chains.py: cycles, unknown upstreams); returns the ids not to run."""
+    from .once_per import apply
+
+    apply(report.planned, store, config)
+    if not any(t.after for t in candidates):
+        return set()
+    from .cache import problems_digest
+    from .chains import check_graph
+
+    valid = view.valid
+    problems, broken = check_graph(candidates, {e.id: e.enabled for e in valid},
+                                   {e.id: Path(e.path) for e in valid})
+    report.problems.extend(problems)
+    digest = problems_digest(problems)
+    if store.get_meta("chain_problems_digest") != digest:
+        store.set_meta("chain_problems_digest", digest)
+        report.problems_changed = True
+    return broken
+
+
 def _run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
-    healer: Healer | None,
+    healer: Healer | None, meanwhile: Callable[[], object] | None = None,
 ) -> list[LadderOutcome]:
+    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
+    starts when they run one by one here)."""
     if not to_run:
         return []
 
@@ -178,7 +258,7 @@ def _run_all(
         task, run_id = item
         with Store(ctx.config.db_path) as store:  # one connection per thread
             try:
-                task, skip_reason = _read_comments(ctx, store, task)
+                task, skip_reason, unread_note = _read_comments(ctx, store, task)
                 if skip_reason is not None:
                     store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
                     result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
@@ -186,12 +266,15 @@ def _run_all(
                                             steps=[(1, "run", result)])
                 else:
                     outcome = execute_claimed(ctx, store, task, run_id, healer)
+                    if unread_note:  # why the comments were not read, on the run's row
+                        store.add_note(run_id, unread_note)
             except Exception as exc:  # one task's failure never ends the tick
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
                 outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
-        say(describe_outcome(outcome))
+            say(describe_outcome(outcome))
+            _after_one(store, ctx, outcome, say)
         return outcome
 
     workers = max(1, min(ctx.config.max_parallel, len(to_run)))
@@ -200,7 +283,35 @@ def _run_all(
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-        return list(pool.map(one, to_run))
+        outcomes = pool.map(one, to_run)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # an optimisation only: its work is done again after the runs
+                pass
+        return list(outcomes)
+
+
+def _after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
+               say: Callable[[str], None]) -> None:
+    """This ladder's alerts and incidents as soon as it ends, on this thread's own connection,
+    not when the slowest task of the tick ends; forced ones (timeout, suspension) are sent at
+    once, so a tick killed while another task still runs has already delivered them."""
+    from .aftermath import after_ladder, flush_now
+
+    now = ctx.clock.now()
+    after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
+    if outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT:
+        flush_now(store, ctx.config, now, ctx.environ, say)
+
+
+def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,
+                    environ: dict[str, str] | None, say: Callable[[str], None]) -> None:
+    from .aftermath import after_recovery, flush_now
+
+    env = environ if environ is not None else dict(os.environ)
+    after_recovery(store, config, recovered, now, env, say)
+    flush_now(store, config, now, env, say)
 
 
 def default_healer(config: Config, environ: dict[str, str], store: Store,
@@ -214,35 +325,34 @@ def default_healer(config: Config, environ: dict[str, str], store: Store,
     return ClaudeHealer(config, environ, store, now)
 
 
-def _read_comments(ctx: RunContext, store: Store, task: Task) -> tuple[Task, str | None]:
+def _read_comments(ctx: RunContext, store: Store,
+                   task: Task) -> tuple[Task, str | None, str | None]:
     """Unread comments are read by Claude before the run: returns the task to run (an
-    `update` edits its file) and a skip reason for `skip` / `pause`."""
+    `update` edits its file), a skip reason for `skip` / `pause`, and why the comments were
+    left unread (no key, a broken template, an API error) for the run's history row."""
     unread = store.connect().execute(
         "SELECT 1 FROM comments WHERE task_id = ? AND read_at IS NULL LIMIT 1", (task.id,)
     ).fetchone()
     if not unread:
-        return task, None  # the usual case: nothing imported, one indexed lookup
-    from .comments import check_comments
+        return task, None, None  # the usual case: nothing imported, one indexed lookup
+    from .comments import UNREAD, check_comments
 
     decision = check_comments(task, ctx.config, ctx.environ, store, ctx.clock.now())
     if decision.action in ("skip", "pause"):
-        return task, f"comments: {decision.action} — {decision.reason}"
+        return task, f"comments: {decision.action} — {decision.reason}", None
     if decision.action == "update" and decision.applied_updates:
         from .ladder import reload_task
 
-        return reload_task(task), None
-    return task, None
+        return reload_task(task), None, None
+    return task, None, decision.reason if decision.reason.startswith(UNREAD) else None
 
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
                environ: dict[str, str], say: Callable[[str], None]) -> None:
-    """Alerts and incidents for what happened, then the outbox and the heartbeat."""
-    from .aftermath import after_ladder, after_recovery, finish_tick, resolve_reenabled
+    """The outbox and the heartbeat (each ladder's alerts came when it ended, in _after_one;
+    recovered runs' before the runs)."""
+    from .aftermath import finish_tick, resolve_reenabled
 
-    for outcome in report.ladders:
-        after_ladder(store, config, outcome, now, environ, say)
-    if report.recovered:
-        after_recovery(store, config, report.recovered, now, environ, say)
     resolve_reenabled(store, now)
     finish_tick(store, config, now, report.exit_code != 0, environ, say)
 
@@ -305,3 +415,7 @@ def _retention(config: Config, store: Store, now: float) -> None:
                 path.parent.rmdir()  # only when empty
             except OSError:
                 pass
+    if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
+        from .heal import prune_backups
+
+        prune_backups(config, now - config.retention_days * 86400)

@@ -24,6 +24,7 @@ class Request:
     headers: dict[str, str]
     body: bytes
     status: int  # what the sink answered
+    received_at: float = field(default_factory=time.time)  # wall time the request arrived
 
     @property
     def json(self) -> object:

@@ -169,8 +169,8 @@ def test_config_defaults_and_problems(tmp_path):
 
 
 def test_templates_fail_clearly(home, config):
-    with pytest.raises(TemplateError, match="self-heal.txt is missing"):
-        render_template(config, "self-heal.txt", {})
+    with pytest.raises(TemplateError, match="nothing.txt is missing"):
+        render_template(config, "nothing.txt", {})
     (home / "prompts").mkdir()
     (home / "prompts" / "t.txt").write_text("Hi $name, $bogus")
     with pytest.raises(TemplateError, match=r"t\.txt: unknown placeholder \$bogus"):

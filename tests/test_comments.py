@@ -192,10 +192,21 @@ def test_api_errors_leave_comments_unread(env, fake_claude):
     assert not (config.logs_dir / "comments-audit.log").exists()
 
 
-def test_missing_template_leaves_comments_unread(env, fake_claude):
+def test_broken_template_leaves_comments_unread(env, fake_claude):
     config, store = env
-    (config.prompts_dir / "check-comments.txt").unlink()
+    (config.prompts_dir / "check-comments.txt").write_text("Read $comments for $whom")
     add_comment(store, "report", "ann", "Pause it.", NOW)
     decision = check_comments(task_of(config), config, fake_claude.environ, store, NOW)
-    assert "check-comments.txt is missing" in decision.reason
+    assert "check-comments.txt: unknown placeholder $whom" in decision.reason
     assert len(unread(store, "report")) == 1
+    assert fake_claude.requests == []
+
+
+def test_a_home_without_prompts_uses_the_shipped_template(env, fake_claude):
+    config, store = env
+    (config.prompts_dir / "check-comments.txt").unlink()
+    add_comment(store, "report", "ann", "Skip today please.", NOW)
+    fake_claude.tools(tool_use("decide", action="skip", reason="as asked"))
+    decision = check_comments(task_of(config), config, fake_claude.environ, store, NOW)
+    assert decision.action == "skip"
+    assert "Skip today please." in str(fake_claude.requests[0])

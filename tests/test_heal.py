@@ -172,6 +172,20 @@ def test_second_heal_sees_the_first(setup, fake_claude):
     assert second.diagnosis == "Still nothing I can fix: the network is down."
     prompt = fake_claude.requests[1]["messages"][0]["content"]
     assert "heal attempt 2" in prompt and "looked; nothing to change" in prompt
+    assert "The previous heal in this chain:\n- it was healing: exit 127\n" in prompt
+    first_prompt = fake_claude.requests[0]["messages"][0]["content"]
+    # the first heal's prompt says nothing about a previous heal (no "(none)" lines)
+    assert "previous heal" not in first_prompt.lower() and "(none" not in first_prompt
+    assert "</task-file>\n\nTools:" in first_prompt
+
+
+def test_a_home_without_prompts_heals_with_the_shipped_template(setup, fake_claude):
+    config, home, _ = setup()
+    (home / "prompts" / "self-heal.txt").unlink()
+    (home / "prompts").rmdir()
+    fake_claude.tools(tool_use("finish", diagnosis="nothing to change"))
+    assert heal(config, fake_claude.environ, load(config)).outcome == "no_change"
+    assert "You are the self-heal assistant" in str(fake_claude.requests[0])
 
 
 def test_revert_refuses_to_overwrite_later_edits(setup, fake_claude):
@@ -393,12 +407,12 @@ def test_unavailable_reasons(setup, fake_claude):
         template = home / "prompts" / "self-heal.txt"
         template.write_text("Fix $task_id, $nonsense")
         assert "self-heal.txt: unknown placeholder $nonsense" in healer.unavailable_reason(task)
-        template.unlink()
-        reason = healer.unavailable_reason(task)
-        assert "self-heal.txt is missing" in reason and str(home) in reason
+        assert "delete it to use the shipped default" in healer.unavailable_reason(task)
         record = healer.heal(task, attempt=1, failure=FAILURE, previous=None,
                              deadline=time.monotonic() + 5, run_id=1)
         assert record.outcome == "refused" and "self-heal.txt" in record.diagnosis
+        template.unlink()  # no prompts/ of the home's own: the shipped default is used
+        assert healer.unavailable_reason(task) is None
     assert fake_claude.requests == []
 
 

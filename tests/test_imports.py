@@ -9,7 +9,9 @@ PROBE = """
 import sys
 from mdcron.cli import main
 code = main(["--home", sys.argv[1], "tick", "--now", "2026-11-23T10:00:00+00:00"])
-heavy = sorted(m for m in ("anthropic", "rich", "apprise", "httpx") if m in sys.modules)
+heavy = sorted(m for m in ("anthropic", "rich", "apprise", "httpx", "starlette", "uvicorn",
+                            "jinja2", "markdown_it", "playwright", "mdcron.web")
+               if m in sys.modules)
 print("HEAVY", heavy)
 """
 

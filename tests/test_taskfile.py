@@ -173,7 +173,7 @@ def test_unknown_key_is_a_warning_with_a_suggestion(config: Config, home: Path) 
         ("warning", "colour", 4),
     ]
     assert "did you mean 'schedule'?" in problems[0].message
-    assert "known keys: catchup" in problems[1].message
+    assert "known keys: after, busy_wait, catchup" in problems[1].message
 
 
 def test_non_string_keys_are_warnings(config: Config) -> None:

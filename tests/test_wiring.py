@@ -182,3 +182,33 @@ def test_manual_run_alerts_like_a_scheduled_one(home, write_task, http_sink, cli
     assert any("byhand" in t and "failed" in t for t in titles(http_sink))
     hist = cli("history", "--json").stdout
     assert '"trigger": "manual"' in hist
+
+
+def test_heal_backups_age_out_with_the_runs(home, write_task, http_sink, fake_claude):
+    from mdcron.heal import RevertError, revert_heal
+    from mdcron.store import Store
+
+    setup_home(home, http_sink)
+    (home / "scripts").mkdir()
+    script = home / "scripts" / "job.sh"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    write_task("job", schedule="0 10 * * *", run_as="script", command="scripts/job.sh")
+    fake_claude.tools(tool_use("write_file", path="scripts/job.sh", content="#!/bin/sh\necho\n"))
+    fake_claude.tools(tool_use("finish", diagnosis="the script exited 3; now it does not"))
+    tick(home, T0, fake_claude.environ)
+    tick(home, T0.replace(hour=10), fake_claude.environ)
+    backups = home / "logs" / "heal-backups" / "job"
+    [backup] = list(backups.iterdir())
+    tick(home, T0.replace(hour=10) + timedelta(days=30), fake_claude.environ)
+    assert backup.exists()  # within retention_days (90)
+    tick(home, T0.replace(hour=10) + timedelta(days=91), fake_claude.environ)
+    assert not backup.exists() and not backups.exists()
+    config, _ = load_config(home)
+    with Store(config.db_path) as store:
+        try:
+            revert_heal(config, store, "job")
+        except RevertError as exc:
+            assert "is gone: heal backups are kept for retention_days (90)" in str(exc)
+        else:
+            raise AssertionError("reverted a heal whose backup is gone")

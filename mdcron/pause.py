@@ -1,0 +1,109 @@
+"""Pauses: maintenance mode (nothing runs) and timed pauses (`disable --until`) that end by
+themselves.
+
+Both live as small JSON files in the state folder, so the idle fast path can see them with the
+standard library alone (os, json) and hand the tick to the full path when one needs doing:
+  - state/maintenance.json {"since": ISO, "by": name}: while it exists the tick runs nothing;
+  - state/paused_until.json {task_id: {"until": epoch, "path": task file}}: the tick enables
+    the task again (byte-preserving edit, as `enable`) once `until` has passed.
+"""
+
+from __future__ import annotations
+
+import os
+
+MAINTENANCE = "maintenance.json"
+PAUSES = "paused_until.json"
+
+
+def _state(home: str) -> str:
+    return os.path.join(home, "state")
+
+
+def maintenance(home: str) -> dict | None:
+    """The marker's content ({} when unreadable), or None when not in maintenance."""
+    path = os.path.join(_state(home), MAINTENANCE)
+    if not os.path.exists(path):
+        return None
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: str, data: object) -> None:
+    import json
+
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def start_maintenance(home: str, since: str, by: str) -> None:
+    _write_json(os.path.join(_state(home), MAINTENANCE), {"since": since, "by": by})
+
+
+def end_maintenance(home: str) -> bool:
+    try:
+        os.unlink(os.path.join(_state(home), MAINTENANCE))
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def pauses(home: str) -> dict[str, dict]:
+    import json  # not at the top: the idle tick imports this module for two os.path.exists
+
+    try:
+        with open(os.path.join(_state(home), PAUSES), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)
+            and isinstance(v.get("until"), (int, float))}
+
+
+def set_pause(home: str, task_id: str, until: float | None, path: str | None = None) -> None:
+    """Record (until given) or forget (None) a task's timed pause."""
+    data = pauses(home)
+    if until is None:
+        if data.pop(task_id, None) is None:
+            return
+    else:
+        data[task_id] = {"until": until, "path": path}
+    _write_json(os.path.join(_state(home), PAUSES), data)
+
+
+def idle_blocked(home: str, now: float) -> bool:
+    """For fastpath.idle_tick: True when the full tick has a duty here (maintenance mode to
+    report, or a timed pause to end)."""
+    if os.path.exists(os.path.join(_state(home), MAINTENANCE)):
+        return True
+    if not os.path.exists(os.path.join(_state(home), PAUSES)):
+        return False
+    return any(p["until"] <= now for p in pauses(home).values())
+
+
+def resume_due(config, now: float) -> list[str]:  # config: Config (kept light for the import)
+    """Enable every task whose timed pause is over; returns one line per task for the tick."""
+    home = str(config.home)
+    due = [task_id for task_id, p in pauses(home).items() if p["until"] <= now]
+    lines = []
+    for task_id in due:
+        from .actions import ActionError, set_enabled
+
+        try:
+            task = set_enabled(config, task_id, True, None, now)
+            lines.append(f"{task.id}: pause over, enabled again in {task.path}")
+        except ActionError as exc:
+            lines.append(f"mdcron: could not end the pause of {task_id}: {exc}")
+            set_pause(home, task_id, None)
+    return lines

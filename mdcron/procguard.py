@@ -1,0 +1,40 @@
+"""Keep the scheduler's own secrets out of reach of the tasks it starts, through /proc.
+
+Tasks get an environment without the scheduler's secrets (environment.py), but they run as the
+same user, and Linux lets a process read `/proc/<pid>/environ` of any process of its user: a
+task could read the tick's (its parent's) environment block, API key included, and so could a
+long task started by an earlier tick read every later tick's.
+
+`make_undumpable` marks the process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): the kernel then
+gives its /proc entries to root and refuses the ptrace-style access that `environ`, `mem` and
+`maps` need, to every process without CAP_SYS_PTRACE; it also means no core dump with the
+secrets in it. A child starts dumpable again at `execve`, so a task can read its own
+/proc/self as always. cli.main calls this first thing, for every command (they all start with
+the same environment).
+
+What it does not cover: the interpreter's start-up before the call (some tens of
+milliseconds), root, processes of the user holding CAP_SYS_PTRACE, and a parent that still
+holds the same environment (cron's `/bin/sh -c` running the crontab line when it does not
+`exec` the tick). Removing the secrets from `os.environ` would not help here: the kernel shows
+the original block, whatever the process does to its copy.
+"""
+
+from __future__ import annotations
+
+import sys
+
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable() -> bool:
+    """True when this process is now non-dumpable (Linux only; False elsewhere or on error)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+

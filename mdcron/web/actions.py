@@ -1,0 +1,152 @@
+"""POST actions: each calls the core function its CLI command calls (mdcron/actions.py,
+comments, incidents, heal, pause), then sends the browser back to a page (303)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from .. import actions as core
+from ..store import Store
+from ..task import DISABLED_REASONS
+from . import data
+from .app import MAX_COMMENT
+from .pages import int_param, task_id
+
+
+def _config(web):
+    config, notes = data.config_or_problems(web.home)
+    if config is None:
+        raise HTTPException(409, "the config has problems: " + "; ".join(notes))
+    return config
+
+
+def _back(request: Request, target: str) -> Response:
+    return RedirectResponse(target, status_code=303)  # 303: the browser GETs the page
+
+
+def run_now(web, config, tid: str) -> int:
+    """Start `scheduler.py run <id>` detached; a thread reaps it. Returns its pid."""
+    proc = core.start_run(config, tid)
+    threading.Thread(target=proc.wait, daemon=True).start()
+    return proc.pid
+
+
+def routes(web) -> list[Route]:
+    async def run(request: Request) -> Response:
+        await web.form(request)
+        tid = task_id(request)
+        try:
+            run_now(web, _config(web), tid)
+        except core.ActionError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return _back(request, f"/tasks/{tid}?started=1")
+
+    async def enable(request: Request) -> Response:
+        await web.form(request)
+        tid = task_id(request)
+        try:
+            core.set_enabled(_config(web), tid, True, None, web.clock())
+        except core.ActionError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return _back(request, f"/tasks/{tid}")
+
+    async def disable(request: Request) -> Response:
+        form = await web.form(request)
+        tid = task_id(request)
+        reason = form.get("reason") or "by_choice"
+        if reason not in DISABLED_REASONS:
+            raise HTTPException(400, f"reason must be one of {', '.join(DISABLED_REASONS)}")
+        until = None
+        if form.get("until"):
+            try:
+                dt = datetime.fromisoformat(form["until"])
+            except ValueError as exc:
+                raise HTTPException(400, "until must be a date and time (ISO-8601)") from exc
+            until = (dt if dt.tzinfo else dt.astimezone()).timestamp()
+            reason = "paused"
+        try:
+            core.set_enabled(_config(web), tid, False, reason, web.clock(), until)
+        except core.ActionError as exc:
+            raise HTTPException(400 if until else 404, str(exc)) from exc
+        return _back(request, f"/tasks/{tid}")
+
+    async def comment(request: Request) -> Response:
+        from ..comments import add_comment
+
+        form = await web.form(request)
+        tid = task_id(request)
+        text = (form.get("text") or "").strip()
+        if not text:
+            raise HTTPException(400, "the comment is empty")
+        if len(text) > MAX_COMMENT:
+            raise HTTPException(413, f"a comment is at most {MAX_COMMENT} characters")
+        config = _config(web)
+        try:
+            task = core.load_task(config, tid)
+        except core.ActionError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        author = (form.get("author") or "web").strip()[:60] or "web"
+        with Store(config.db_path) as store:
+            add_comment(store, task.id, author, text, web.clock())
+        return _back(request, f"/tasks/{tid}#comments")
+
+    async def revert(request: Request) -> Response:
+        from ..heal import RevertError, revert_heal
+
+        form = await web.form(request)
+        tid = task_id(request)
+        config = _config(web)
+        try:
+            task = core.load_task(config, tid)
+            with Store(config.db_path) as store:
+                revert_heal(config, store, task.id, now=web.clock(), force=bool(form.get("force")))
+        except core.ActionError as exc:
+            raise HTTPException(404, str(exc)) from exc
+        except RevertError as exc:
+            raise HTTPException(409, str(exc)) from exc
+        return _back(request, f"/tasks/{tid}")
+
+    async def resolve(request: Request) -> Response:
+        from ..incidents import resolve as resolve_incident
+
+        await web.form(request)
+        number = int_param(request.path_params["incident"], "incident")
+        config = _config(web)
+        with Store(config.db_path) as store:
+            done = resolve_incident(store, number or 0, web.clock(), "resolved in the web page")
+        if not done:
+            raise HTTPException(404, f"no open incident #{number}")
+        return _back(request, "/incidents")
+
+    async def pause(request: Request) -> Response:
+        from ..pause import start_maintenance
+
+        await web.form(request)
+        start_maintenance(str(web.home), datetime.fromtimestamp(web.clock(), UTC).isoformat(),
+                          "web")
+        return _back(request, "/health")
+
+    async def resume(request: Request) -> Response:
+        from ..pause import end_maintenance
+
+        await web.form(request)
+        end_maintenance(str(web.home))
+        return _back(request, "/health")
+
+    post = ["POST"]
+    return [
+        Route("/tasks/{task_id}/run", run, methods=post),
+        Route("/tasks/{task_id}/enable", enable, methods=post),
+        Route("/tasks/{task_id}/disable", disable, methods=post),
+        Route("/tasks/{task_id}/comment", comment, methods=post),
+        Route("/tasks/{task_id}/revert-heal", revert, methods=post),
+        Route("/incidents/{incident}/resolve", resolve, methods=post),
+        Route("/maintenance/on", pause, methods=post),
+        Route("/maintenance/off", resume, methods=post),
+    ]

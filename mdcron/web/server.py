@@ -1,0 +1,34 @@
+"""`scheduler.py web`: the token, the bind rules, uvicorn."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .security import allowed_hosts, is_loopback, load_token
+
+DEFAULT_TOKEN = "web-token"  # in the state folder
+
+
+def serve(home: Path, host: str, port: int, token_file: Path | None,
+          allow_hosts: list[str]) -> int:
+    if not is_loopback(host) and token_file is None:
+        print(f"mdcron: refusing to listen on {host} without --token-file: anyone who can"
+              " reach that address could start commands. Give --token-file FILE (created 0600"
+              " when missing), or keep the default 127.0.0.1 and use a reverse proxy.",
+              file=sys.stderr)
+        return 2
+    path = token_file or (home / "state" / DEFAULT_TOKEN)
+    token = load_token(path)
+    import uvicorn
+
+    from .app import create_app
+
+    app = create_app(home, token, allowed_hosts(host, allow_hosts))
+    shown = f"[{host}]" if ":" in host else host
+    print(f"mdcron web: http://{shown}:{port}/?token={token}", flush=True)
+    print(f"(the token is in {path}; the link sets a cookie and drops it from the address)",
+          flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
+                server_header=False)
+    return 0

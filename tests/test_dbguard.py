@@ -1,0 +1,52 @@
+"""A deleted state database is recreated with one forced alert, through the real CLI and a real
+HTTP endpoint; a new home gets none."""
+
+from __future__ import annotations
+
+import shutil
+
+from conftest import run_cli
+
+T = ["2026-11-23T09:59:00+00:00", "2026-11-23T10:00:00+00:00", "2026-11-23T10:01:00+00:00",
+     "2026-11-23T10:02:00+00:00", "2026-11-23T10:03:00+00:00"]
+
+
+def setup(home, write_task, sink) -> None:
+    (home / "scheduler.yaml").write_text(
+        f"notify:\n  destinations:\n    ops: \"{sink.json_url('/hook')}\"\n  default: ops\n")
+    write_task("job", schedule="* * * * *", command="echo fine")
+
+
+def recreated(sink) -> list[dict]:
+    return [b for b in sink.bodies() if "recreated" in str(b.get("title", ""))]
+
+
+def drop_database(home) -> None:
+    for path in (home / "state").glob("mdcron.db*"):
+        path.unlink()
+
+
+def test_a_deleted_database_alerts_once(home, write_task, http_sink):
+    setup(home, write_task, http_sink)
+    run_cli(home, "tick", "--now", T[0])
+    run_cli(home, "tick", "--now", T[1])
+    assert recreated(http_sink) == []  # a new home is no loss
+    drop_database(home)
+    done = run_cli(home, "tick", "--now", T[2])
+    [alert] = recreated(http_sink)
+    assert "first seen now" in alert["message"] and "database-created" in alert["message"]
+    assert "was missing and has been created afresh" in done.stdout
+    run_cli(home, "tick", "--now", T[3])
+    assert len(recreated(http_sink)) == 1
+
+
+def test_a_deleted_state_folder_alerts_through_the_run_logs(home, write_task, http_sink):
+    setup(home, write_task, http_sink)
+    run_cli(home, "tick", "--now", T[0])
+    run_cli(home, "tick", "--now", T[1])
+    shutil.rmtree(home / "state")
+    run_cli(home, "history")  # reads only: creates nothing
+    run_cli(home, "run", "job")  # this one creates the database; the next tick alerts
+    run_cli(home, "tick", "--now", T[2])
+    [alert] = recreated(http_sink)
+    assert "run logs from before" in alert["message"]

@@ -1,0 +1,65 @@
+"""`once_per:` over a simulated day, through the real CLI (`tick --now`): real files, SQLite and
+processes. The task fails until a marker file exists, then succeeds."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from mdcron.once_per import period_start, skip_reason
+
+
+def rows(home, task_id):
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    db.row_factory = sqlite3.Row
+    out = [dict(r) for r in db.execute(
+        "SELECT * FROM runs WHERE task_id = ? ORDER BY id", (task_id,))]
+    db.close()
+    return out
+
+
+def test_once_per_day_tries_hourly_until_first_success_then_skips(home, write_task, cli):
+    marker = home / "works"
+    write_task("fetch", schedule="0 6-23 * * *", timezone="Europe/Riga", once_per="day",
+               command=f"test -e {marker}", notify_on="failure")
+    assert cli("tick", "--now", "2026-11-23T05:30:00+02:00").returncode == 0  # first seen
+    # 06:00 and 07:00 fail (and escalate as usual)
+    assert cli("tick", "--now", "2026-11-23T06:00:00+02:00").returncode == 1
+    assert cli("tick", "--now", "2026-11-23T07:00:00+02:00").returncode == 1
+    marker.write_text("")
+    assert cli("tick", "--now", "2026-11-23T08:00:00+02:00").returncode == 0
+    marker.unlink()  # would fail again: it must not run at all
+    for hour in (9, 10, 23):
+        done = cli("tick", "--now", f"2026-11-23T{hour:02d}:00:00+02:00")
+        assert done.returncode == 0, done.stdout + done.stderr
+    why = cli("why", "fetch", "--at", "2026-11-23T12:00:00+02:00").stdout
+    assert ("once_per: day: already succeeded today (slot 2026-11-23 08:00): slots until the"
+            " day ends are skipped") in why
+    got = [(r["status"], r["error"]) for r in rows(home, "fetch") if r["kind"] == "run"]
+    assert [s for s, _ in got] == ["failed", "failed", "success", "skipped", "skipped",
+                                   "skipped"]
+    assert got[3][1] == "already succeeded today (slot 2026-11-23 08:00)"
+    # the next day (in Riga) tries again
+    assert cli("tick", "--now", "2026-11-24T06:00:00+02:00").returncode == 1
+    assert rows(home, "fetch")[-1]["status"] == "failed"
+    # no alert, no incident for the skips: only failures were counted
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    kinds = [r[0] for r in db.execute("SELECT kind FROM outbox WHERE task_id = 'fetch'")]
+    db.close()
+    assert "skipped" not in kinds
+
+
+def test_period_boundaries_in_the_tasks_zone():
+    riga = ZoneInfo("Europe/Riga")
+    at = datetime(2026, 11, 25, 1, 30, tzinfo=riga).timestamp()  # a Wednesday
+    assert period_start(at, riga, "day") == datetime(2026, 11, 25, tzinfo=riga).timestamp()
+    assert period_start(at, riga, "week") == datetime(2026, 11, 23, tzinfo=riga).timestamp()
+    assert period_start(at, riga, "month") == datetime(2026, 11, 1, tzinfo=riga).timestamp()
+    # 22:30 UTC on the 24th is already the 25th in Riga
+    at = datetime(2026, 11, 25, 8, 0, tzinfo=riga).timestamp()
+    late = datetime(2026, 11, 24, 22, 30, tzinfo=UTC).timestamp()
+    assert skip_reason(at, late, riga, "day") is not None
+    assert skip_reason(at, late, ZoneInfo("UTC"), "day") is None
+    assert skip_reason(at, None, riga, "week") is None
+    assert skip_reason(late, at, riga, "day") is None  # a success after the slot: not before it

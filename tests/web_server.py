@@ -1,0 +1,66 @@
+"""`scheduler.py web` as a real subprocess on a free 127.0.0.1 port, for the web tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conftest import SCHEDULER
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class WebServer:
+    proc: subprocess.Popen
+    base: str
+    token: str
+
+    output: list[str] = field(default_factory=list)
+
+    def drain(self) -> None:
+        for line in self.proc.stdout or ():
+            self.output.append(line)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_web(home: Path, *extra: str) -> WebServer:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    proc = subprocess.Popen([sys.executable, str(SCHEDULER), "--home", str(home), "web",
+                             "--port", str(port), *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    line = proc.stdout.readline() if proc.stdout else ""
+    match = re.search(r"(http://\S+?)/\?token=(\S+)", line)
+    assert match, line + (proc.stdout.read() if proc.poll() is not None and proc.stdout else "")
+    server = WebServer(proc, match.group(1), match.group(2))
+    threading.Thread(target=server.drain, daemon=True).start()  # a full pipe would block it
+    deadline = time.monotonic() + 20
+    while True:  # uvicorn binds after the banner is printed
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                server.stop()
+                raise AssertionError("web server did not start") from None
+            time.sleep(0.05)
+    return server
