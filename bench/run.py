@@ -563,6 +563,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--keep-env", action="store_true",
                    help="children get the caller's environment as is (PYTHONDONTWRITEBYTECODE)")
+    p.add_argument("--no-web", action="store_true",
+                   help="skip the dashboard rows (bench/web.py; needs requirements-dev.txt)")
     args = p.parse_args(argv)
     if args.runs is None:
         args.runs = 3 if args.quick else 7
@@ -634,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
         for w in r.warnings[:5]:
             print(f"! {r.scenario} N={r.n} {w}")
 
+    web_ok = True
+    if not args.no_web and not args.quick:
+        web_ok = run_web_rows()
+
     if args.json:
         payload = {
             "machine": info,
@@ -658,7 +664,22 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"results written to {args.json}")
-    return 1 if failed else 0
+    return 1 if failed or not web_ok else 0
+
+
+def run_web_rows() -> bool:
+    """The dashboard's rows (issue 10), from bench/web.py: a real `scheduler.py web`."""
+    try:
+        import httpx  # noqa: F401 (bench/web.py drives the server with it)
+    except ImportError:
+        print("\nweb rows skipped: httpx missing (pip install -r requirements-dev.txt)")
+        return True
+    from web import print_rows, web_rows
+
+    print("\nMission Control (bench/web.py: 1,000 tasks, 100,000 runs, 25 requests a row)")
+    rows = web_rows()
+    print_rows(rows)
+    return all(r["ok"] for r in rows)
 
 
 if __name__ == "__main__":
