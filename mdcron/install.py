@@ -123,8 +123,10 @@ def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool) -> str:
     if dry_run:
         return f"{MARKER.format(home=home)}\n{line}"
     text, what = add_cron_line(read_crontab(environ), str(home), line)
-    # the line's `>> logs/tick.log` is opened by the shell before the tick can create logs/
+    # the line's `>> logs/tick.log` is opened by the shell before the tick can create logs/,
+    # and the shell's umask (022) would make the log readable by others: create both owner-only
     (home / "logs").mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(home / "logs" / "tick.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     if text is not None:
         write_crontab(text, environ)
     return f"{what}:\n{line}" if text is not None else what

@@ -91,6 +91,8 @@ def test_install_cron_with_the_real_crontab(home, crontab_ns):
     assert listing.endswith(MARKER.format(home=home) + "\n" + line + "\n")
     assert OTHER in listing and user.exists()
     assert (home / "logs").is_dir()  # the shell opens logs/tick.log before the tick runs
+    # ... with its umask: the log exists owner-only first (doctor's permissions check)
+    assert (home / "logs" / "tick.log").stat().st_mode & 0o777 == 0o600
     again = run(*cli, "install", "--cron")
     assert again.returncode == 0 and "nothing changed" in again.stdout
     assert run("crontab", "-l").stdout == listing
