@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
@@ -15,7 +16,6 @@ from .units import format_duration
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
-    from .aftermath import duplicate_ids, tick_crashed
     from .store import StoreError
     from .tick import run_tick
     from .ticklog import TickLog
@@ -35,9 +35,13 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         error = traceback.format_exc()
         say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
         if not args.dry_run:
+            from .aftermath import tick_crashed
+
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
     if report.duplicates and not args.dry_run:
+        from .aftermath import duplicate_ids  # imported here: not before a task starts
+
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
@@ -583,4 +587,40 @@ def cmd_state(config: Config, args: argparse.Namespace) -> int:
     print(f"copied {done} from {config.db_path} to {mask(url)}")
     print(f"next: set state_url: {mask(url)} in scheduler.yaml (or $MDCRON_STATE_URL) on every"
           " host; this file is left as it was")
+    return OK
+
+
+def cmd_daemon(config: Config, args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+
+    return run_daemon(config.home, config.stop_grace, config.kill_grace, args.log_format)
+
+
+def cmd_install(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, install_cron, install_systemd, systemd_units, unit_dir
+
+    try:
+        if args.cron:
+            print(install_cron(config.home, os.environ, args.print))
+        else:
+            units = systemd_units(config.home, os.environ, args.user, args.timer,
+                                  config.stop_grace, config.kill_grace)
+            print(install_systemd(units, unit_dir(args.user, os.environ), args.user, args.print))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK
+
+
+def cmd_uninstall(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, uninstall_cron, uninstall_systemd, unit_dir
+
+    try:
+        if args.cron:
+            print(uninstall_cron(config.home, os.environ))
+        else:
+            print(uninstall_systemd(config.home, unit_dir(args.user, os.environ), args.user))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
     return OK

@@ -28,6 +28,7 @@ class Config:
     output_tail_bytes: int = 4096  # kept in the database per run
     retention_days: int = 90
     kill_grace: float = 5.0  # TERM → KILL grace on timeout, seconds
+    stop_grace: float = 30.0  # `daemon`: how long running tasks may finish after SIGTERM
     secret_env: tuple[str, ...] = ()  # env names or globs (e.g. "*_TOKEN") never passed to tasks
     claude_config_dir: Path | None = None  # CLAUDE_CONFIG_DIR for every child; default state/claude
     cwd_policies: dict[str, str] = field(default_factory=dict)  # name -> folder
@@ -104,7 +105,7 @@ class ConfigError(Exception):
 _KNOWN = {
     "timezone", "max_parallel", "catchup", "log_max_bytes", "output_tail_bytes",
     "retention_days", "kill_grace", "secret_env", "claude_config_dir", "cwd_policies",
-    "allow_outside_home",
+    "allow_outside_home", "stop_grace",
     # keys read by later parts (notifications, Claude); accepted here so they do not warn
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
     "max_heals_per_tick", "probation", "resources",
@@ -172,7 +173,7 @@ def _build(home: Path, path: Path, data: dict,
                 err(key, f"expected a whole number >= 1, got {v!r}")
             else:
                 values[key] = v
-    for key in ("catchup", "kill_grace", "probation"):
+    for key in ("catchup", "kill_grace", "probation", "stop_grace"):
         if key in data:
             try:
                 values[key] = parse_duration(data[key])

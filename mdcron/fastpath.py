@@ -29,8 +29,8 @@ from __future__ import annotations
 import os
 import time
 
-CACHE_FORMAT = 1
-SCHEMA_VERSION = 4  # store.SCHEMA_VERSION (a test checks that they agree)
+CACHE_FORMAT = 2
+SCHEMA_VERSION = 5  # store.SCHEMA_VERSION (a test checks that they agree)
 RETENTION_EVERY = 86400.0  # tick.RETENTION_EVERY (a test checks)
 RACY_NS = 2_000_000_000  # a file changed this close to its reading is read again next time
 DUE_SLACK = 1e-6  # a next_due this close to now counts as due: decide() has the final word

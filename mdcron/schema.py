@@ -4,7 +4,7 @@ Append a step for every change; never edit a step that has shipped (a user's dat
 went through it).
 """
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
@@ -147,7 +147,11 @@ MIGRATIONS: list[str] = [
         crc INTEGER NOT NULL
     );
     """,
-    # 4: issue 11, several hosts: the host that claimed or ran a row (config `host`); a
+    # 4: the fire after next_due (cache.py), so a plain due slot is decided without croniter.
+    """
+    ALTER TABLE task_cache ADD COLUMN due_after REAL; -- the fire after next_due; NULL: unknown
+    """,
+    # 5: issue 11, several hosts: the host that claimed or ran a row (config `host`); a
     # suspension every host honours until the task is enabled again (hostlease.py).
     """
     ALTER TABLE runs ADD COLUMN host TEXT;
@@ -265,4 +269,4 @@ CREATE TABLE comments (
 CREATE INDEX comments_unread ON comments(task_id) WHERE read_at IS NULL;
 """
 
-PG_MIGRATIONS: dict[int, str] = {}  # version i -> i+1, for i >= 4
+PG_MIGRATIONS: dict[int, str] = {}  # version i -> i+1, for i >= 5

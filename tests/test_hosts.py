@@ -160,7 +160,7 @@ def test_doctor_reports_a_reachable_postgresql_state(pg_url, home):
     assert "no tick recorded yet" in out.stdout
     assert run_cli(home, "tick").returncode == 0
     after = run_cli(home, "doctor").stdout
-    assert "schema 4" in after
+    assert "schema 5" in after
     assert "no tick recorded yet" not in after  # this host's last tick, kept locally
 
 
@@ -286,7 +286,7 @@ def test_state_copy_moves_sqlite_history_to_postgresql(pg_url, home, write_task,
     incidents = cli("incidents", "--json").stdout
     assert len(before) >= 6
 
-    db = sqlite3.connect(home / "state" / "mdcron.db")  # a row from before schema 4
+    db = sqlite3.connect(home / "state" / "mdcron.db")  # a row from before schema 5
     db.execute("UPDATE runs SET host = NULL WHERE id = 1")
     db.commit()
     db.close()
@@ -335,14 +335,15 @@ def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url
     a, b = homes
     assert run_cli(a, "tick", "--now", BEFORE).returncode == 1  # fails, suspended on a
     assert "enabled: false" in (a / "tasks" / "flaky.md").read_text()
+    with state_store(load_config(b)[0]) as store:
+        [(at,)] = store.connect().execute(
+            "SELECT suspended_at FROM task_state WHERE task_id = 'flaky'").fetchall()
+    os.utime(b / "tasks" / "flaky.md", (at - 3600, at - 3600))  # b's copy: older, untouched
     out = run_cli(b, "tick", "--now", NOW)
     assert out.returncode == 0, out.stderr
     assert "suspended on host a" in out.stdout
     assert (marks / "ran").read_text().split() == ["a"]
 
-    with state_store(load_config(b)[0]) as store:
-        [(at,)] = store.connect().execute(
-            "SELECT suspended_at FROM task_state WHERE task_id = 'flaky'").fetchall()
     os.utime(b / "tasks" / "flaky.md", (at + 30, at + 30))  # edited after the suspension
     out = run_cli(b, "tick", "--now", "2026-11-23T10:01:00+00:00")
     assert "enabled again" in out.stdout

@@ -9,7 +9,7 @@ import pytest
 from mdcron.clock import minute_floor
 from mdcron.outcome import Outcome, RunResult
 from mdcron.pgstate import translate
-from mdcron.store import Owner, Store
+from mdcron.store import SCHEMA_VERSION, Owner, Store
 
 NOW = minute_floor(1_795_000_000.0)
 OWNER = Owner(pid=4242, start=1, boot="boot")
@@ -78,7 +78,7 @@ def test_claims_runs_notes_and_meta_behave_alike(store):
 def test_a_new_postgresql_database_gets_the_schema_once(pg_url, tmp_path):
     for _ in range(2):
         with Store(tmp_path / "x.db", url=pg_url) as s:
-            assert s.get_meta("schema_version") == "4"
+            assert s.get_meta("schema_version") == str(SCHEMA_VERSION)
     assert not (tmp_path / "x.db").exists()  # nothing local for the state itself
 
 
@@ -110,7 +110,7 @@ def test_hosts_creating_the_schema_at_once_all_succeed(pg_url, tmp_path):
                               text=True) for _ in range(6)]
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 6, [o[1][-500:] for o in outs]
-    assert [o[0].strip() for o in outs] == ["4"] * 6
+    assert [o[0].strip() for o in outs] == [str(SCHEMA_VERSION)] * 6
 
 
 def test_retention_deletes_every_hosts_old_rows_but_only_its_own_logs(pg_url, tmp_path):
