@@ -244,7 +244,7 @@ class View:
         seen = []
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None or bool(s[4]) != e.enabled or s[6] != e.path:
+            if s is None or bool(s[4]) != e.enabled or (s[6] != e.path and not store.url):
                 seen.append((e.id, e.enabled, e.path))
         if seen:
             states = {k: (s.task_id, s.first_seen, s.not_before, s.last_slot, s.enabled,

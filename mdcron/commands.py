@@ -11,7 +11,7 @@ from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
 from .clock import parse_instant, to_dt
 from .config import Config
 from .problems import Problem
-from .store import state_store
+from .store import Store, state_store
 from .units import format_duration
 
 
@@ -75,8 +75,8 @@ def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     if marker is not None:
         say(f"maintenance mode since {marker.get('since', '?')} (by {marker.get('by', '?')}):"
             " nothing runs; `scheduler.py resume` ends it")
-        if not dry_run and config.state_exists:
-            with state_store(config) as store:
+        if not dry_run and config.db_path.exists():  # this host's tick (store.last_tick)
+            with Store(config.db_path) as store:
                 store.set_meta("last_tick", repr(now))
         return True
     if not dry_run:
@@ -179,8 +179,10 @@ def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
     """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
     notes = []
     if config.state_exists:
+        from .store import last_tick
+
         with state_store(config) as store:
-            last = store.get_meta("last_tick")
+            last = last_tick(config, store)
         if last is not None and now - float(last) > STALE_TICK:
             notes.append(f"the last tick ran {format_duration(now - float(last))} ago: is the"
                          " crontab line still there? (see README, 'Two commands')")

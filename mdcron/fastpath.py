@@ -20,6 +20,9 @@ Idle means all of:
     (last_slot, not_before, system zone) and lies after now;
   - nothing else is pending: no run marked running (recovery), no outbox message pending or
     held, the problems are those last reported, and retention is not due.
+With a PostgreSQL state (issue 11) the task_state rows and retention_at read here are this
+host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
+(pgidle.unchanged: one query through libpq, no psycopg).
 A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 """
@@ -195,8 +198,9 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
     text = config_text(home)
     if text is None:
         return None
-    if "state_url" in text or os.environ.get("MDCRON_STATE_URL"):
-        return None  # issue 11: a PostgreSQL state; the idle proof is SQLite-only so far
+    shared = "state_url" in text or bool(os.environ.get("MDCRON_STATE_URL"))  # issue 11
+    if shared and dry_run:
+        return None
     key = cache_key(text)
     folder = os.path.join(home, "tasks")
     read_ns = time.time_ns()
@@ -216,6 +220,11 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
         if count is None:
             return None
         tasks, errors = count
+        if shared:  # PostgreSQL: the local copy of the shared state must still hold
+            from .pgidle import unchanged
+
+            if not unchanged(db, text):
+                return None
         if dry_run:
             from datetime import UTC, datetime
 

@@ -267,6 +267,20 @@ CREATE TABLE comments (
     action TEXT
 );
 CREATE INDEX comments_unread ON comments(task_id) WHERE read_at IS NULL;
+-- what a host's idle tick compares with its own copy (pgidle.py): every statement that changes
+-- task_state, runs or outbox moves state_version, in the same transaction
+INSERT INTO meta(key, value) VALUES ('state_version', '0');
+CREATE FUNCTION mdcron_state_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE meta SET value = (value::bigint + 1)::text WHERE key = 'state_version';
+    RETURN NULL;
+END $$;
+CREATE TRIGGER task_state_changed AFTER INSERT OR UPDATE OR DELETE ON task_state
+    FOR EACH STATEMENT EXECUTE FUNCTION mdcron_state_changed();
+CREATE TRIGGER runs_changed AFTER INSERT OR UPDATE OR DELETE ON runs
+    FOR EACH STATEMENT EXECUTE FUNCTION mdcron_state_changed();
+CREATE TRIGGER outbox_changed AFTER INSERT OR UPDATE OR DELETE ON outbox
+    FOR EACH STATEMENT EXECUTE FUNCTION mdcron_state_changed();
 """
 
 PG_MIGRATIONS: dict[int, str] = {}  # version i -> i+1, for i >= 5

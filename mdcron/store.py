@@ -119,6 +119,8 @@ class Store:
         new, enabled_again, changed = [], [], []
         for task_id, enabled, path in seen:
             state = states.get(task_id)
+            if state is not None and self.url:
+                path = state.path or path  # issue 11: each host's copy has its own path
             if state is None:
                 new.append((task_id, now, start, int(enabled), path))
             elif enabled and not state.enabled:
@@ -382,6 +384,17 @@ class Store:
                 "DELETE FROM runs WHERE started_at < ? AND status != 'running'", (older_than,)
             )
         return logs
+
+
+def last_tick(config, store: Store) -> str | None:
+    """When this host's tick last ran: with a shared state, kept in this host's own database
+    (its idle ticks write nothing to PostgreSQL; issue 11)."""
+    if not config.state_url:
+        return store.get_meta("last_tick")
+    if not config.db_path.exists():
+        return None
+    with Store(config.db_path) as local:
+        return local.get_meta("last_tick")
 
 
 def state_store(config) -> Store:  # config: config.Config

@@ -167,7 +167,11 @@ def run_tick(
             from .dbguard import alert_if_recreated
 
             alert_if_recreated(store, config, now, say)
-        report.problems_changed = _problems_changed(store, report.problems)
+        if store.url:  # issue 11: each host reports its own files' problems
+            with Store(config.db_path) as local:
+                report.problems_changed = _problems_changed(local, report.problems)
+        else:
+            report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
         for r in report.recovered:  # before this tick's own runs: the log reads in event order
             say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
@@ -237,8 +241,11 @@ def run_tick(
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
         if store.url:  # issue 11: that one is any host's; doctor asks about this host's cron
+            from .pgidle import mirror
+
             with Store(config.db_path) as local:
                 local.set_meta("last_tick", repr(clock.now()))
+                mirror(store, local, config)  # what the next idle tick compares (pgidle.py)
     return report
 
 

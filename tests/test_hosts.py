@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SCHEDULER, render_task, run_cli
+from test_cache import age
 
 BEFORE = "2026-11-23T09:59:00+00:00"
 NOW = "2026-11-23T10:00:00+00:00"
@@ -380,3 +381,68 @@ def test_a_host_whose_clock_is_off_claims_nothing_and_alerts(pg_url, tmp_path, h
     assert "clock (h) is" in out.stderr and "max_clock_skew (0 s)" in out.stderr
     assert list(marks.iterdir()) == []
     assert len(http_sink.bodies()) == 1 and "max_clock_skew" in http_sink.bodies()[0]["message"]
+
+
+IDLE_PROBE = """
+import sys
+from mdcron.cli import main
+code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("CODE", code, "PSYCOPG", "psycopg" in sys.modules)
+"""
+
+
+def probe_tick(home: Path, now: str) -> str:
+    """A tick in a fresh interpreter that says whether it needed psycopg (the full tick)."""
+    from conftest import REPO
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    out = subprocess.run([sys.executable, "-c", IDLE_PROBE, str(home), now], cwd=REPO,
+                         capture_output=True, text=True, env=env)
+    assert "CODE" in out.stdout, out.stdout + out.stderr
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_an_idle_tick_on_postgresql_asks_one_question_without_psycopg(pg_url, tmp_path):
+    """a's idle ticks take the fast path (no psycopg); a change to the shared state by another
+    host (b's `enable`, which writes task_state) sends a's next tick down the full path, after
+    which it is idle again."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a, b = (make_home(tmp_path, name, pg_url, marks, 3) for name in ("a", "b"))
+    for home in (a, b):
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0  # full: first seen
+    age(a)  # the files were written just now: racy until the cache's reading is 2 s later
+    assert probe_tick(a, "2026-11-23T09:59:20+00:00") == "CODE 0 PSYCOPG False"
+    assert probe_tick(a, "2026-11-23T09:59:40+00:00") == "CODE 0 PSYCOPG False"
+    assert run_cli(b, "enable", "t001").returncode == 0
+    assert probe_tick(a, "2026-11-23T09:59:45+00:00") == "CODE 0 PSYCOPG True"
+    age(a)
+    assert probe_tick(a, "2026-11-23T09:59:50+00:00") == "CODE 0 PSYCOPG False"
+    assert list(marks.iterdir()) == []  # idle means idle: nothing ran
+    out = run_cli(a, "tick", "--now", NOW)  # due: the full tick, and it runs them
+    assert out.returncode == 0 and len(list(marks.iterdir())) == 3, out.stdout + out.stderr
+
+
+def test_the_idle_tick_declines_another_database_or_a_clock_too_far_off(pg_url, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 1)
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    age(a)
+    assert probe_tick(a, "2026-11-23T09:59:20+00:00") == "CODE 0 PSYCOPG False"
+    from mdcron.store import Store
+
+    with Store(a / "state" / "mdcron.db") as local:  # as if the copy were of another database
+        local.set_meta("pg_url", "0" * 64)
+    assert probe_tick(a, "2026-11-23T09:59:30+00:00") == "CODE 0 PSYCOPG True"
+    age(a)
+    assert probe_tick(a, "2026-11-23T09:59:35+00:00") == "CODE 0 PSYCOPG False"
+    with Store(a / "state" / "mdcron.db") as local:  # as if its allowance were 0 s
+        local.set_meta("pg_max_skew", "0.0")
+    assert probe_tick(a, "2026-11-23T09:59:37+00:00") == "CODE 0 PSYCOPG True"
+    age(a)
+    assert probe_tick(a, "2026-11-23T09:59:38+00:00") == "CODE 0 PSYCOPG False"
+    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write("max_clock_skew: 0s\n")  # this machine's real offset is too much now
+    assert run_cli(a, "tick", "--now", "2026-11-23T09:59:40+00:00").returncode == 2
+    assert probe_tick(a, "2026-11-23T09:59:45+00:00") == "CODE 2 PSYCOPG True"

@@ -110,8 +110,10 @@ def banners(config: Config, loaded: Loaded, now: float) -> dict:
                  "stale_tick": None, "open_incidents": 0,
                  "maintenance": maintenance(str(config.home))}
     if config.state_exists:
+        from ..store import last_tick
+
         with state_store(config) as store:
-            last = store.get_meta("last_tick")
+            last = last_tick(config, store)
             out["open_incidents"] = store.connect().execute(
                 "SELECT count(*) FROM incidents WHERE status = 'open'").fetchone()[0]
         if last is not None and now - float(last) > STALE_TICK:

@@ -1,0 +1,171 @@
+"""The idle tick with a PostgreSQL state (issue 11): one query, and no psycopg.
+
+The idle proof (fastpath.py) reads the local state/mdcron.db. With a PostgreSQL state that file
+keeps, besides the parse cache, this host's copy of what the proof needs from the shared state:
+task_state's rows and retention_at, written by `mirror` at the end of every full tick from one
+consistent snapshot, together with the snapshot's `state_version`. PostgreSQL moves that
+version in the same transaction as every statement that changes task_state, runs or outbox
+(a trigger, schema.PG_SCHEMA). So when the version is still the one mirrored, the copy is
+exact and the local proof holds for the shared state too; `unchanged` asks exactly that, plus
+the database's clock for the skew rule, in one query.
+
+That query goes through libpq itself (ctypes, the library psycopg[binary] ships): importing
+psycopg costs ~300 ms, libpq ~15 ms. Anything unexpected (no library, no connection, another
+URL, a version moved) answers False and the full tick runs, which says what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+
+_URL_LINE = re.compile(r"""^state_url:[ \t]*(['"]?)([^'"#\s]+)\1[ \t]*(?:#.*)?$""", re.M)
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
+           " path FROM task_state")
+
+
+def url_digest(url: str) -> str:
+    """Which database the copy is of, without keeping the URL (it may hold a password)."""
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
+def mirror(store, local, config) -> None:  # store: the PostgreSQL Store; local: the SQLite one
+    """After a full tick: this host's copy of the shared state the idle proof reads."""
+    db = store.connect()
+    db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one snapshot for all
+    try:
+        version = db.execute("SELECT value FROM meta WHERE key = 'state_version'").fetchone()
+        busy = db.execute(
+            "SELECT EXISTS(SELECT 1 FROM runs WHERE status = 'running'"
+            " AND (host IS NULL OR host = ?))"
+            " OR EXISTS(SELECT 1 FROM outbox WHERE status IN ('pending', 'held'))",
+            (store.host,)).fetchone()[0]
+        rows = [tuple(r) for r in db.execute(_STATES).fetchall()]
+        retention = db.execute("SELECT value FROM meta WHERE key = 'retention_at'").fetchone()
+    finally:
+        db.execute("COMMIT")
+    copied = "" if busy or version is None else str(version[0])  # '': never idle on this
+    mine = dict(local.connect().execute(  # the shared path is the first host's: use ours
+        "SELECT task_id, path FROM task_cache WHERE task_id IS NOT NULL").fetchall())
+    rows = [r[:6] + (mine.get(r[0], r[6]),) for r in rows]
+    with local.write() as ldb:
+        ldb.execute("DELETE FROM task_state")
+        ldb.executemany("INSERT INTO task_state(task_id, first_seen, not_before, last_slot,"
+                        " enabled, consecutive_failures, path) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        ldb.execute("DELETE FROM meta WHERE key = 'retention_at'")
+        values = [("pg_version", copied), ("pg_url", url_digest(store.url)),
+                  ("pg_max_skew", repr(config.max_clock_skew))]
+        if retention is not None:
+            values.append(("retention_at", str(retention[0])))
+        ldb.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
+                        " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values)
+
+
+def state_url(config_text: str) -> str | None:
+    """The state URL as config.py would find it ($MDCRON_STATE_URL wins, ${VAR}s expanded),
+    for the plain `state_url: URL` line; None when it cannot be read this simply."""
+    url = os.environ.get("MDCRON_STATE_URL")
+    if not url:
+        m = _URL_LINE.search(config_text)
+        if m is None:
+            return None
+        url = m.group(2)
+    try:
+        return _ENV_REF.sub(lambda m: os.environ[m.group(1)], url.strip())
+    except KeyError:
+        return None
+
+
+def unchanged(db, config_text: str) -> bool:
+    """`db`: the local state (sqlite3). True when the shared state is still the mirrored one
+    and the database's clock agrees with this machine's within max_clock_skew."""
+    meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN"
+                           " ('pg_version', 'pg_url', 'pg_max_skew')").fetchall())
+    url = state_url(config_text)
+    if not meta.get("pg_version") or url is None or meta.get("pg_url") != url_digest(url):
+        return False
+    answer = _ask(url, "SELECT (SELECT value FROM meta WHERE key = 'state_version'),"
+                       " extract(epoch FROM clock_timestamp())::float8")
+    if answer is None:
+        return False
+    (version, theirs), midpoint = answer
+    try:
+        if abs(midpoint - float(theirs)) > float(meta["pg_max_skew"]):
+            return False  # the full tick refuses and alerts (hostlease.check_clock)
+    except (TypeError, ValueError, KeyError):
+        return False
+    return version == meta["pg_version"]
+
+
+def _ask(url: str, sql: str) -> tuple[tuple[str | None, ...], float] | None:
+    """One row of text values through libpq, and the midpoint of this machine's clock around
+    the query; None on any failure."""
+    lib = _libpq()
+    if lib is None:
+        return None
+    import ctypes
+
+    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
+    vals = (ctypes.c_char_p * 4)(url.encode(), b"10", b"mdcron idle", None)
+    conn = lib.PQconnectdbParams(keys, vals, 1)
+    try:
+        if not conn or lib.PQstatus(conn) != 0:  # CONNECTION_OK
+            return None
+        before = time.time()
+        res = lib.PQexec(conn, sql.encode())
+        after = time.time()
+        try:
+            if lib.PQresultStatus(res) != 2 or lib.PQntuples(res) != 1:  # PGRES_TUPLES_OK
+                return None
+            row = tuple(None if lib.PQgetisnull(res, 0, i) else
+                        lib.PQgetvalue(res, 0, i).decode() for i in range(lib.PQnfields(res)))
+        finally:
+            lib.PQclear(res)
+        return row, (before + after) / 2
+    finally:
+        if conn:
+            lib.PQfinish(conn)
+
+
+_LIB: list = []
+
+
+def _libpq():
+    """libpq as psycopg[binary] ships it (found without importing psycopg), else the
+    system's; None when there is none."""
+    if _LIB:
+        return _LIB[0]
+    import ctypes
+    import ctypes.util
+    import glob
+    import importlib.util
+
+    path = None
+    try:
+        spec = importlib.util.find_spec("psycopg_binary")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        found = glob.glob(os.path.join(os.path.dirname(os.path.dirname(spec.origin)),
+                                       "psycopg_binary.libs", "libpq-*.so*"))
+        path = found[0] if found else None
+    path = path or ctypes.util.find_library("pq")
+    lib = None
+    if path:
+        try:
+            lib = ctypes.CDLL(path)
+            p, i, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+            for name, res, args in (
+                    ("PQconnectdbParams", p, [ctypes.POINTER(s), ctypes.POINTER(s), i]),
+                    ("PQstatus", i, [p]), ("PQexec", p, [p, s]), ("PQresultStatus", i, [p]),
+                    ("PQntuples", i, [p]), ("PQnfields", i, [p]), ("PQgetisnull", i, [p, i, i]),
+                    ("PQgetvalue", s, [p, i, i]), ("PQclear", None, [p]), ("PQfinish", None, [p])):
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = res, args
+        except (OSError, AttributeError):
+            lib = None
+    _LIB.append(lib)
+    return lib
