@@ -68,8 +68,8 @@ def state_url(config_text: str) -> str | None:
     """The state URL as config.py would find it ($MDCRON_STATE_URL wins, ${VAR}s expanded),
     for the plain `state_url: URL` line; None when it cannot be read this simply."""
     url = os.environ.get("MDCRON_STATE_URL")
-    if not url:
-        m = _URL_LINE.search(config_text)
+    if not url:  # fastpath.config_text marks the file's text with a leading '+'
+        m = _URL_LINE.search(config_text[1:] if config_text.startswith("+") else config_text)
         if m is None:
             return None
         url = m.group(2)

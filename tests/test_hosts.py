@@ -446,3 +446,21 @@ def test_the_idle_tick_declines_another_database_or_a_clock_too_far_off(pg_url, 
         handle.write("max_clock_skew: 0s\n")  # this machine's real offset is too much now
     assert run_cli(a, "tick", "--now", "2026-11-23T09:59:40+00:00").returncode == 2
     assert probe_tick(a, "2026-11-23T09:59:45+00:00") == "CODE 2 PSYCOPG True"
+
+
+@pytest.mark.parametrize("text, env, expected", [
+    ("+state_url: 'postgresql://u@h/db'\n", {}, "postgresql://u@h/db"),  # the first line
+    ("+host: a\nstate_url: postgresql://u:${PGI_PW}@h/db  # shared\n", {"PGI_PW": "x"},
+     "postgresql://u:x@h/db"),
+    ("+state_url: postgresql://u:${PGI_UNSET}@h/db\n", {}, None),
+    ("+host: a\n", {"MDCRON_STATE_URL": "postgresql://e@h/db"}, "postgresql://e@h/db"),
+    ("+state_url:\n  postgresql://u@h/db\n", {}, None),  # not this simple: the full tick
+])
+def test_the_idle_tick_finds_the_url_as_config_does(text, env, expected, monkeypatch):
+    from mdcron.pgidle import state_url
+
+    for name in ("MDCRON_STATE_URL", "PGI_PW", "PGI_UNSET"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert state_url(text) == expected
