@@ -129,20 +129,44 @@ class PgConnection:
 
     dialect = "postgresql"
 
-    def __init__(self, conn):
+    def __init__(self, conn, url: str = ""):
         self._conn = conn
+        self._url = url
+        self._in_tx = False  # inside a BEGIN of ours: a lost connection lost the transaction
 
     def execute(self, sql: str, args: Sequence[object] | dict = ()) -> PgCursor:
         text = translate(sql)
-        cur = self._conn.execute(text, _args(args) if args else None)
+        cur = self._run(lambda: self._conn.execute(text, _args(args) if args else None), text)
         if text == "BEGIN":
+            self._in_tx = True
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        elif text in ("COMMIT", "ROLLBACK"):
+            self._in_tx = False
         lastrowid = None
         if text.endswith(" RETURNING id") and not sql.rstrip().upper().endswith(" RETURNING ID"):
             row = cur.fetchone()  # the id is for lastrowid; the caller expects no rows
             lastrowid = row[0] if row else None
             return PgCursor(_Done(cur.rowcount), lastrowid)
         return PgCursor(cur, lastrowid)
+
+    def _run(self, call, text: str):
+        """A connection lost between statements (the server restarted, a proxy dropped it
+        while a task ran) is made again once, unless a transaction of ours was open on it:
+        then the error stands (the transaction is gone; Store.write reports it)."""
+        import psycopg
+
+        try:
+            return call()
+        except psycopg.OperationalError:
+            lost = self._conn.closed or self._conn.broken
+            if not lost or not self._url or (self._in_tx and text != "BEGIN"):
+                if text == "ROLLBACK" and lost:
+                    self._in_tx = False
+                    return _Done(0)  # nothing left to roll back
+                raise
+        self._conn = _connect(self._url)
+        self._in_tx = False
+        return call()
 
     def executemany(self, sql: str, seq: Iterable[Sequence[object]]) -> PgCursor:
         rows = [_args(a) for a in seq]
@@ -172,8 +196,7 @@ def connect(url: str) -> PgConnection:
         raise PgError("state_url is PostgreSQL but the driver is not installed: run"
                       " `pip install -r requirements.txt` (psycopg[binary])") from exc
     try:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                               application_name="mdcron")
+        conn = _connect(url)
     except psycopg.Error as exc:
         raise PgError(f"cannot connect to {mask(url)}: {_first_line(exc, url)}") from None
     try:
@@ -182,7 +205,14 @@ def connect(url: str) -> PgConnection:
         conn.close()
         raise PgError(f"the state database {mask(url)} cannot be used:"
                       f" {_first_line(exc, url)}") from None
-    return PgConnection(conn)
+    return PgConnection(conn, url)
+
+
+def _connect(url: str):
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
+                           application_name="mdcron")
 
 
 def probe(url: str) -> tuple[int | None, str | None]:

@@ -464,3 +464,29 @@ def test_the_idle_tick_finds_the_url_as_config_does(text, env, expected, monkeyp
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert state_url(text) == expected
+
+
+def test_a_connection_lost_while_a_task_runs_is_made_again_and_the_result_kept(pg_url,
+                                                                               pg_server,
+                                                                               tmp_path):
+    """The server drops every mdcron connection (as a restart or a proxy would) while the
+    task runs: the tick connects again when it records the result; one row, not lost."""
+    import psycopg
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    (a / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="0 10 * * *", command=f"echo a >> {marks}/ran;"
+        f" while [ ! -e {marks}/release ]; do sleep 0.05; done"), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    tick = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        gone = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                             " WHERE application_name = 'mdcron'").fetchone()[0]
+    assert gone >= 1
+    (marks / "release").touch()
+    out, err = tick.communicate(timeout=60)
+    assert tick.returncode == 0, out + err
+    assert [(r["status"], r["host"]) for r in history(a)] == [("success", "a")]
