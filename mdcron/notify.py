@@ -152,6 +152,8 @@ def enqueue(store: Store, config: Config | NotifyConfig, alert: Alert,
             and cfg.quiet_hours.contains(datetime.fromtimestamp(ts, zone))
         )
         body = "\n".join(notes) + "\n\n" + alert.body if notes else alert.body
+        if store.url and store.host:  # issue 11: several hosts share the outbox: say which
+            body += f"\n(host {store.host})"
         db.execute(
             "INSERT INTO outbox(created_at, destination, task_id, kind, forced, title, body,"
             " status, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -490,3 +490,26 @@ def test_a_connection_lost_while_a_task_runs_is_made_again_and_the_result_kept(p
     out, err = tick.communicate(timeout=60)
     assert tick.returncode == 0, out + err
     assert [(r["status"], r["host"]) for r in history(a)] == [("success", "a")]
+
+
+def test_an_alert_names_the_host_and_is_sent_once(pg_url, tmp_path, http_sink):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = []
+    for name in ("a", "b"):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
+        (home / "tasks" / "bad.md").write_text(render_task(
+            "bad", schedule="0 10 * * *", self_heal=False, command="exit 3"), encoding="utf-8")
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        homes.append(home)
+    ticks = [start_tick(home, NOW) for home in homes]
+    for t in ticks:
+        t.communicate(timeout=60)
+    for home in homes:  # both flush the shared outbox; the message goes out once
+        run_cli(home, "tick", "--now", "2026-11-23T10:00:30+00:00")
+    messages = [b["message"] for b in http_sink.bodies()]
+    assert len(messages) == 1, messages
+    ran_on = history(homes[0])[0]["host"]
+    assert messages[0].endswith(f"(host {ran_on})")
