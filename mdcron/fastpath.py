@@ -223,7 +223,7 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
         if shared:  # PostgreSQL: the local copy of the shared state must still hold
             from .pgidle import unchanged
 
-            if not unchanged(db, text):
+            if not unchanged(db, text, home):
                 return None
         if dry_run:
             from datetime import UTC, datetime

@@ -79,9 +79,12 @@ def state_url(config_text: str) -> str | None:
         return None
 
 
-def unchanged(db, config_text: str) -> bool:
+def unchanged(db, config_text: str, home: str) -> bool:
     """`db`: the local state (sqlite3). True when the shared state is still the mirrored one
-    and the database's clock agrees with this machine's within max_clock_skew."""
+    and the database's clock agrees with this machine's within max_clock_skew (and no result
+    waits in the spool, spool.py)."""
+    if os.path.exists(os.path.join(home, "state", "spool.jsonl")):
+        return False
     meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN"
                            " ('pg_version', 'pg_url', 'pg_max_skew')").fetchall())
     url = state_url(config_text)

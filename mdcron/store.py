@@ -279,7 +279,34 @@ class Store:
 
     def finish_run(self, run_id: int, result: RunResult, finished_at: float) -> bool:
         """Record the outcome of a running row. Returns False when the row was no longer
-        running (another tick already declared it timed out or crashed)."""
+        running (another tick already declared it timed out or crashed). PostgreSQL out of
+        reach: the outcome goes to the spool (spool.py) and StoreError says so."""
+        with self._spooling(run_id, {
+                "op": "finish", "run_id": run_id, "at": finished_at,
+                "outcome": result.outcome.value, "exit_code": result.exit_code,
+                "fail_reason": result.fail_reason, "duration": result.duration,
+                "output_tail": result.output_tail, "extra": result.extra or None,
+                "log_path": str(result.log_path) if result.log_path else None}):
+            return self._finish_run(run_id, result, finished_at)
+
+    @contextmanager
+    def _spooling(self, run_id: int, entry: dict) -> Iterator[None]:
+        """Issue 11: a run's closing write that a lost PostgreSQL connection refuses is kept
+        in state/spool.jsonl for the next tick (spool.replay), not lost."""
+        try:
+            yield
+        except Exception as exc:
+            if not self.url or type(exc).__name__ != "OperationalError":
+                raise
+            from .spool import NAME, add
+
+            add(self.path.parent, entry)
+            raise StoreError(
+                f"the state database (state_url) became unreachable: {exc}. Run {run_id}'s"
+                f" outcome is kept in {self.path.parent / NAME}; the next tick records it"
+            ) from None
+
+    def _finish_run(self, run_id: int, result: RunResult, finished_at: float) -> bool:
         extra = json.dumps(result.extra) if result.extra else None
         with self.write() as db:
             cur = db.execute(
@@ -301,6 +328,13 @@ class Store:
         end when known; `unobserved`: nobody saw the end, so no duration is recorded (the time
         until detection is not one)."""
         end = now if ended_at is None else ended_at
+        with self._spooling(run_id, {"op": "end", "run_id": run_id, "status": status.value,
+                                     "reason": reason, "now": now, "ended_at": ended_at,
+                                     "unobserved": unobserved}):
+            return self._end_running(run_id, status, reason, end, unobserved)
+
+    def _end_running(self, run_id: int, status: Outcome, reason: str, end: float,
+                     unobserved: bool) -> bool:
         with self.write() as db:
             cur = db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?,"

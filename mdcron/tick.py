@@ -163,6 +163,10 @@ def run_tick(
             from .hostlease import check_clock
 
             check_clock(store, config.max_clock_skew)
+            from .spool import replay  # results a lost connection kept, before recovery
+
+            for line in replay(store, config.state_dir):
+                say(line)
         if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
             from .dbguard import alert_if_recreated
 

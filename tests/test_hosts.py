@@ -513,3 +513,38 @@ def test_an_alert_names_the_host_and_is_sent_once(pg_url, tmp_path, http_sink):
     assert len(messages) == 1, messages
     ran_on = history(homes[0])[0]["host"]
     assert messages[0].endswith(f"(host {ran_on})")
+
+
+def test_a_result_the_database_cannot_take_is_spooled_and_recorded_by_the_next_tick(
+        pg_url, pg_server, tmp_path):
+    """The database refuses connections when the run ends: the tick keeps the outcome in
+    state/spool.jsonl and stops with a clear message (exit 2); once the database is back the
+    next tick records it before anything else: one row, the real outcome, nothing lost."""
+    import psycopg
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    (a / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="0 10 * * *", command=f"echo a >> {marks}/ran;"
+        f" while [ ! -e {marks}/release ]; do sleep 0.05; done; exit 4"), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    name = pg_url.split("?")[0].rsplit("/", 1)[1]
+    tick = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                      " WHERE datname = %s", (name,))
+        (marks / "release").touch()
+        out, err = tick.communicate(timeout=60)
+        assert tick.returncode == 2, out + err
+        assert "became unreachable" in err and "spool.jsonl" in err
+        assert (a / "state" / "spool.jsonl").exists()
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    later = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
+    assert "recorded from the spool" in later.stdout, later.stdout + later.stderr
+    rows = history(a)
+    assert [(r["status"], r["exit_code"]) for r in rows] == [("failed", 4)]
+    assert not (a / "state" / "spool.jsonl").exists()
+    assert (marks / "ran").read_text().split() == ["a"]  # ran once

@@ -133,3 +133,19 @@ def test_a_suspension_is_recorded_and_enabling_clears_it(store):
     assert tuple(store.connect().execute(sql).fetchone()) == (0, NOW + 5, "hosta")
     store.set_enabled("a", True, NOW + 60)
     assert tuple(store.connect().execute(sql).fetchone()) == (1, None, None)
+
+
+def test_the_spool_never_overwrites_a_row_closed_meanwhile(store, tmp_path):
+    from mdcron.spool import add, replay
+
+    store.observe([("a", True, "/t/a.md")], NOW)
+    won = store.claim_slots([("a", NOW, None, "/t/a.md")], NOW, OWNER)
+    run_id = won[("a", NOW)]
+    assert store.end_running(run_id, Outcome.TIMEOUT, "host b took over", NOW + 200)
+    add(tmp_path, {"op": "finish", "run_id": run_id, "at": NOW + 300, "outcome": "success"})
+    add(tmp_path, {"op": "end", "run_id": run_id, "status": "crashed", "reason": "x",
+                   "now": NOW + 301})
+    said = replay(store, tmp_path)
+    assert len(said) == 2 and all("not recorded" in line for line in said)
+    assert store.run(run_id)["status"] == "timeout"
+    assert replay(store, tmp_path) == []  # taken once

@@ -1,0 +1,82 @@
+"""Results the shared database could not take (issue 11): state/spool.jsonl.
+
+When PostgreSQL cannot be reached at the moment a run ends (and connecting again failed), the
+closing write of the run's row is appended here instead, one JSON line, and the tick stops with
+a clear message. The next tick of this host writes the lines into the database before anything
+else (before recovery could call the still-`running` row crashed). Every line is a
+check-and-set on a row still `running`, so replaying twice, or after another host closed the row
+(its lease expired), changes nothing: the newer row is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+NAME = "spool.jsonl"
+
+
+def add(state_dir: Path, entry: dict) -> None:
+    """Append one line durably (owner-only file, fsync)."""
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(state_dir / NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def pending(state_dir: Path) -> bool:
+    return (state_dir / NAME).exists()
+
+
+def replay(store, state_dir: Path) -> list[str]:  # store: store.Store
+    """Write the spooled lines into the database, oldest first; lines to say."""
+    path = state_dir / NAME
+    if not path.exists():
+        return []
+    taking = path.with_name(f".{NAME}.{os.getpid()}")
+    try:
+        os.replace(path, taking)  # lines added from now on go to a new file
+    except FileNotFoundError:
+        return []  # another tick took it
+    said = []
+    lines = taking.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            said.append(f"spool: an unreadable line was dropped: {line[:80]!r}")
+            continue
+        try:
+            said.append(_write(store, e))
+        except BaseException:  # the database went away again: keep what is left
+            for rest in lines[i + 1:]:
+                with open(state_dir / NAME, "a", encoding="utf-8") as handle:
+                    handle.write(rest + "\n")
+            taking.unlink()
+            raise
+    taking.unlink()
+    return said
+
+
+def _write(store, e: dict) -> str:
+    from .outcome import Outcome, RunResult
+
+    if e.get("op") == "finish":
+        result = RunResult(Outcome(e["outcome"]), exit_code=e.get("exit_code"),
+                           fail_reason=e.get("fail_reason"), duration=e.get("duration", 0.0),
+                           output_tail=e.get("output_tail", ""),
+                           log_path=Path(e["log_path"]) if e.get("log_path") else None,
+                           extra=e.get("extra") or {})
+        done = store.finish_run(e["run_id"], result, e["at"])
+    else:
+        done = store.end_running(e["run_id"], Outcome(e["status"]), e["reason"], e["now"],
+                                 e.get("ended_at"), e.get("unobserved", False))
+    what = e.get("outcome") or e.get("status")
+    return (f"run {e['run_id']}: {what} recorded from the spool (the database was"
+            " unreachable when it ended)" if done else
+            f"run {e['run_id']}: spooled {what} not recorded: the row was closed"
+            " meanwhile (by another host, or as crashed)")
