@@ -109,3 +109,29 @@ def check_clock(store: Store, allowance: float) -> None:
     reason = skew_refusal((before + after) / 2 - float(theirs), allowance, store.host or "?")
     if reason is not None:
         raise StoreError(reason)
+
+
+def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
+    """A host coming back (its tick died, its task did not) finds its run taken over: the row
+    was closed by another host after its deadline. Its task's process group still holds the
+    local lock: kill it, so the task does not run on two hosts. Lines to say."""
+    from .locks import holder_alive, kill_holder, read_info
+
+    done = []
+    try:
+        paths = sorted(config.locks_dir.glob("*.lock"))
+    except OSError:
+        return done
+    mark = f"host {store.host} did not finish it by its deadline"
+    for path in paths:
+        info = read_info(path)
+        if info is None or info.run_id is None or not holder_alive(info):
+            continue
+        row = store.run(info.run_id)
+        if (row is None or row["status"] == "running" or row.get("host") != store.host
+                or not str(row.get("error") or "").startswith(mark)):
+            continue
+        killed = kill_holder(info, config.kill_grace)
+        done.append(f"{info.task_id}: run {info.run_id} was taken over by another host after its"
+                    f" deadline; {', '.join(killed) or 'its holder was gone'}")
+    return done

@@ -177,6 +177,11 @@ def run_tick(
         else:
             report.problems_changed = _problems_changed(store, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
+        if store.url:  # issue 11: a run another host took over must not go on here
+            from .hostlease import kill_taken_over
+
+            for line in kill_taken_over(config, store):
+                say(line)
         for r in report.recovered:  # before this tick's own runs: the log reads in event order
             say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
         if report.recovered:  # forced alerts and incidents now, not after the slowest task

@@ -251,6 +251,15 @@ def test_a_run_on_another_host_holds_the_task_until_its_deadline(pg_url, tmp_pat
     rows = job_rows(b)
     assert rows[0][:3] == ("a", "timeout", "10:00") and "host a did not finish" in rows[0][3]
     assert rows[2] == ("b", "success", "10:03", "")
+    if a_tick == "killed":  # A comes back: its orphaned task must not go on running
+        from mdcron.locks import read_info
+        from mdcron.runner import group_alive
+
+        info = read_info(a / "state" / "locks" / "job.lock")
+        assert info is not None and info.pgid is not None and group_alive(info.pgid)
+        back = run_cli(a, "tick", "--now", "2026-11-23T10:03:30+00:00")
+        assert "taken over by another host" in back.stdout, back.stdout + back.stderr
+        assert not group_alive(info.pgid)
     (marks / "release").touch()  # A's task ends now, long after its lease
     if a_tick == "alive":
         tick_a.communicate(timeout=60)
