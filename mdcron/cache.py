@@ -34,7 +34,6 @@ from .problems import Problem
 from .store import Store, TaskState
 from .task import Task
 
-IDLE_BLOCKERS: tuple[str, ...] = ()  # config keys that give every tick work (fastpath.py)
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
 _PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
 _ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
@@ -354,17 +353,15 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         except Damaged:
             damaged = True
     tasks = db.execute("SELECT count(*) FROM task_cache WHERE task_id IS NOT NULL").fetchone()[0]
-    idle = not any(config.raw.get(k) for k in IDLE_BLOCKERS)
-    heartbeat = config.raw.get("heartbeat_url") or ""
     values = {
         "cache_key": key,
         "cache_sealed": "1",  # the rows are as save() wrote them (see the triggers, schema 3)
         "cache_problems": "damaged" if damaged else problems_digest(problems),
         "cache_errors": str(sum(p.severity == "error" for p in problems)),
         "cache_tasks": str(tasks),
-        "cache_idle": "1" if idle else "0",
+        "cache_idle": "1",  # no config key gives every tick work (yet): fastpath.py reads it
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
-        "cache_heartbeat": heartbeat if isinstance(heartbeat, str) else "",
+        "cache_heartbeat": config.heartbeat_url or "",
     }
     db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
                    " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())

@@ -266,7 +266,7 @@ def _folders(home: Path) -> list[Check]:
 def _config(home: Path, environ: Mapping[str, str]) -> tuple[Config | None, list[Check]]:
     path = home / CONFIG_NAME
     try:
-        config, warnings = load_config(home)
+        config, warnings = load_config(home, environ)
     except ConfigError as exc:
         errors = "; ".join(str(p) for p in exc.problems)
         return None, [Check("config", "fail", f"the tick stops on every run: {errors}",
@@ -280,12 +280,14 @@ def _config(home: Path, environ: Mapping[str, str]) -> tuple[Config | None, list
     out = [Check("config", "warn" if warnings else "ok",
                  f"{path} loads" + (f" with warnings: {notes}" if notes else ""),
                  f"edit {path}" if warnings else "")]
-    out.append(_destinations(config, environ))
+    out.append(_destinations(config, warnings, environ))
     return config, out
 
 
-def _destinations(config: Config, environ: Mapping[str, str]) -> Check:
-    cfg, problems = parse_notify_config(config.raw, config.path or config.home, environ)
+def _destinations(config: Config, warnings: Sequence[Problem],
+                  environ: Mapping[str, str]) -> Check:
+    cfg = config.notify
+    problems = [p for p in warnings if p.key and p.key.split(".")[0] in ("notify", "heartbeat_url")]
     if not cfg.destinations:
         return Check("destinations", "warn", "no notification destination: failures are only"
                      " in the cron log", "add notify.destinations to scheduler.yaml")

@@ -29,7 +29,6 @@ from .claude import (
     ClaudeSession,
     api_key,
     append_jsonl,
-    claude_config,
     reply_text,
 )
 from .config import Config
@@ -66,7 +65,7 @@ class ClaudeHealer:
         self.config = config
         self.environ = environ
         self.db_path = store.path  # each heal opens its own connection (ladders run in threads)
-        self.cfg = claude_config(config)
+        self.cfg = config.claude
         self._now0, self._t0 = now, time.monotonic()
         self._lock = threading.Lock()
         self._used = 0  # heals started by this instance (this tick)

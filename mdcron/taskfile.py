@@ -20,7 +20,7 @@ from pathlib import Path
 from . import task as task_model
 from .config import Config
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
-from .problems import Problem
+from .problems import Problem, unknown_key
 from .task import Task
 from .units import DurationError, parse_duration
 
@@ -485,15 +485,7 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             continue
         check = _CHECKS.get(key)
         if check is None:
-            import difflib
-
-            near = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.6)
-            hint = (
-                f"did you mean {near[0]!r}?"
-                if near
-                else "known keys: " + ", ".join(sorted(KNOWN_KEYS))
-            )
-            report.warn(f"unknown key {key!r} is ignored; {hint}", key=key)
+            report.warn(unknown_key(key, KNOWN_KEYS), key=key)
             continue
         if value is None and key in _NULL_OK:
             continue

@@ -315,7 +315,7 @@ def _read_comments(ctx: RunContext, store: Store,
     if decision.action == "update" and decision.applied_updates:
         from .ladder import reload_task
 
-        return reload_task(task), None, None
+        return reload_task(task, ctx.config), None, None
     return task, None, decision.reason if decision.reason.startswith(UNREAD) else None
 
 
