@@ -28,11 +28,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from . import fastpath
-from .clock import minute_floor, to_dt
+from .clock import to_dt
 from .config import Config, load_config
+from .observe import observe
 from .problems import Problem
 from .store import Store, TaskState
-from .task import Task
+from .task import Task, TaskSet, find_duplicate_ids
 
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
 _PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
@@ -169,15 +170,12 @@ class View:
 
     def duplicates(self) -> dict[str, list[Path]]:
         """Ids used by two or more files, each with all its files, in file-name order."""
-        seen: dict[str, int] = {}
-        for e in self.valid:
-            seen[e.id] = seen.get(e.id, 0) + 1  # type: ignore[index]
-        doubled = {i for i, n in seen.items() if n > 1}
-        out: dict[str, list[Path]] = {}
-        for e in self.valid:
-            if e.id in doubled:
-                out.setdefault(e.id, []).append(Path(e.path))  # type: ignore[arg-type]
-        return out
+        return find_duplicate_ids(self.valid)  # type: ignore[arg-type]  (valid: id is set)
+
+    def task_set(self) -> TaskSet:
+        """Every valid task as a Task (decoded or read), the problems, the duplicate ids."""
+        tasks = [t for e in self.valid if (t := self.task(e)) is not None]
+        return TaskSet(tasks, self.problems, find_duplicate_ids(tasks))
 
     def task(self, entry: Entry) -> Task | None:
         """The entry's Task: decoded from its row, else read from the file again. None (and
@@ -253,13 +251,11 @@ class View:
                 states = {r[0]: r for r in self.db.execute(_STATES)}
             except sqlite3.Error:
                 states = {}
-        start = minute_floor(now)
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None:
-                states[e.id] = (e.id, now, start, None, e.enabled, 0, None)  # type: ignore[index]
-            elif e.enabled and not s[4]:
-                states[e.id] = (s[0], s[1], start, s[3], True, s[5], s[6])  # type: ignore[index]
+            o = observe(_task_state(s) if s is not None else None, e, now)
+            states[o.task_id] = (o.task_id, o.first_seen, o.not_before, o.last_slot, o.enabled,
+                                 o.consecutive_failures, o.path)
         tasks = self.candidates(states, now, compute=False)
         return tasks, {t.id: _task_state(states[t.id]) for t in tasks}
 
@@ -379,9 +375,20 @@ def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, T
 # --------------------------------------------------------------- loading
 
 
+def load_task_set(config: Config) -> TaskSet:
+    """The task set every command works from (run, why, next, validate, doctor, list, the
+    chains): the one loader, the tick's own, read-only (the tick and `list` save the rows)."""
+    view = load(config)
+    try:
+        return view.task_set()
+    finally:
+        view.close()
+
+
 def load(config: Config) -> View:
-    """Every task file, from the cache where its row still holds, else read. Same tasks, same
-    problems, same order as taskfile.load_tasks; only changed files are parsed."""
+    """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
+    cache where its row still holds, else read; only changed files are parsed. A bad file is
+    skipped with its problems; it never hides another file's task or problems."""
     key = _key(config)
     folder = config.tasks_dir
     try:

@@ -180,12 +180,11 @@ def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
 
 
 def _claude_notes(config: Config) -> list[str]:
-    from .taskfile import load_tasks
+    from .cache import load_task_set
 
     if os.environ.get("ANTHROPIC_API_KEY"):
         return []
-    tasks, _ = load_tasks(config)
-    claude = [t.id for t in tasks if t.run_as == "claude"]
+    claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
     if claude:
         return [f"ANTHROPIC_API_KEY is not set: Claude tasks ({', '.join(claude)}) will fail,"
                 " self-heal is off and comments stay unread"]
@@ -256,11 +255,11 @@ def _note(row: dict) -> str:
 
 
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
+    from .cache import load_task_set
     from .render import print_json
     from .schedule import ScheduleError, parse_schedule, resolve_zone
-    from .taskfile import load_tasks
 
-    tasks, _ = load_tasks(config)
+    tasks = load_task_set(config).tasks
     task = next((t for t in tasks if t.id == args.target), None)
     if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
         from .chains import next_lines
@@ -295,13 +294,14 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Problem]) -> int:
+    from .cache import load_task_set
     from .environment import bypasses_claude_isolation
     from .render import print_json
-    from .taskfile import find_duplicate_ids, load_tasks
 
-    tasks, problems = load_tasks(config)
-    problems = list(warnings) + problems
-    for task_id, paths in find_duplicate_ids(tasks).items():
+    found = load_task_set(config)
+    tasks = found.tasks
+    problems = list(warnings) + found.problems
+    for task_id, paths in found.duplicates.items():
         for path in paths:
             others = ", ".join(str(p) for p in paths if p != path)
             problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"

@@ -460,9 +460,9 @@ def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> C
         return Check("api key", "ok", "ANTHROPIC_API_KEY is set (not shown)")
     claude = []
     if config is not None:
-        from .taskfile import load_tasks
+        from .cache import load_task_set
 
-        claude = [t.id for t in load_tasks(config)[0] if t.run_as == "claude"]
+        claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
     fix = "set ANTHROPIC_API_KEY=… at the top of the crontab (cron passes it to the tick)"
     if claude:
         return Check("api key", "fail", f"ANTHROPIC_API_KEY is not set: Claude tasks fail"
@@ -472,11 +472,11 @@ def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> C
 
 
 def _tasks(config: Config) -> Check:
-    from .taskfile import find_duplicate_ids, load_tasks
+    from .cache import load_task_set
 
-    tasks, problems = load_tasks(config)
-    errors = [p for p in problems if p.severity == "error"]
-    duplicates = find_duplicate_ids(tasks)
+    found = load_task_set(config)
+    tasks, duplicates = found.tasks, found.duplicates
+    errors = [p for p in found.problems if p.severity == "error"]
     if duplicates:
         ids = ", ".join(sorted(duplicates))
         return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",

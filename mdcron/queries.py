@@ -29,7 +29,7 @@ def load_all(config: Config) -> Loaded:
     from .cache import load
 
     view = load(config)
-    tasks = [t for e in view.valid if (t := view.task(e)) is not None]
+    tasks = view.task_set().tasks
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
     if config.db_path.exists():
@@ -118,8 +118,9 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
 
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
     """`why`: the decision for this instant, in plain words, with what it rests on."""
+    from .observe import observe
     from .schedule import decide, fires_between
-    from .tick import _as_observed, schedule_of
+    from .tick import schedule_of
 
     if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
         from .chains import explain as explain_chain
@@ -139,7 +140,7 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
         reason = f" ({task.disabled_reason})" if task.disabled_reason else ""
         lines.append(f"not due: the task is disabled{reason}; `enable {task.id}` turns it on")
         return lines
-    state = _as_observed([task], {task.id: state} if state else {}, at)[task.id]
+    state = observe(state, task, at)
     last = to_dt(state.last_slot) if state.last_slot is not None else None
     not_before = to_dt(state.not_before)
     lines.append(f"last claimed slot: {local(last)}")

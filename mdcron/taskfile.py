@@ -22,6 +22,7 @@ from .config import Config
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
 from .problems import Problem, unknown_key
 from .task import Task
+from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 from .units import DurationError, parse_duration
 
 MAX_BYTES = 1024 * 1024
@@ -319,38 +320,6 @@ def _load_once(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
         report.error(_not_utf8(f"byte {exc.start}"), line=line)
         return None, report.problems
     return parse_task_text(text, path, config)
-
-
-def load_tasks(config: Config) -> tuple[list[Task], list[Problem]]:
-    """Every `*.md` in the tasks folder, sorted by name (hidden files skipped). A bad file is
-    skipped with its problems; it never hides another file's task or problems."""
-    folder = config.tasks_dir
-    try:
-        names = sorted(
-            entry.name
-            for entry in os.scandir(folder)
-            if entry.name.endswith(".md") and not entry.name.startswith(".")
-        )
-    except FileNotFoundError:
-        return [], []
-    except OSError as exc:
-        return [], [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")]
-    tasks: list[Task] = []
-    problems: list[Problem] = []
-    for name in names:
-        task, found = load_task_file(folder / name, config)
-        problems.extend(found)
-        if task is not None:
-            tasks.append(task)
-    return tasks, problems
-
-
-def find_duplicate_ids(tasks: Sequence[Task]) -> dict[str, list[Path]]:
-    """Ids used by two or more files, each with all of its files (in the order given)."""
-    by_id: dict[str, list[Path]] = {}
-    for task in tasks:
-        by_id.setdefault(task.id, []).append(task.path)
-    return {task_id: paths for task_id, paths in by_id.items() if len(paths) > 1}
 
 
 def _too_large(size: int) -> str:

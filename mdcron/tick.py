@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .clock import Clock, minute_floor, to_dt
+from .clock import Clock, to_dt
 from .config import Config
 from .escalation import Step
 from .execute import RunContext, current_owner
 from .healing import Healer
 from .ladder import LadderOutcome, execute_claimed
+from .observe import observe
 from .outcome import Outcome, RunResult
 from .problems import Problem
 from .recovery import Recovered, recover
@@ -62,10 +63,6 @@ class TickReport:
         return 1 if failed or errors else 0
 
 
-def default_state(task_id: str, enabled: bool, now: float) -> TaskState:
-    return TaskState(task_id, now, minute_floor(now), None, enabled, 0, None)
-
-
 def plan(
     tasks: list[Task], states: dict[str, TaskState], config: Config, now: float
 ) -> list[Planned]:
@@ -77,7 +74,7 @@ def plan(
     for task in tasks:
         if not task.enabled or task.after:  # chains run from their upstreams' rows (chains.py)
             continue
-        state = states.get(task.id) or default_state(task.id, True, now)
+        state = states.get(task.id) or observe(None, task, now)
         decision = decide(
             schedule_of(task, config),
             now=now_dt,
@@ -345,21 +342,6 @@ def describe_outcome(outcome: LadderOutcome) -> str:
         if outcome.suspend_error:
             text += f" ({outcome.suspend_error})"
     return text
-
-
-def _as_observed(
-    tasks: list[Task], states: dict[str, TaskState], now: float
-) -> dict[str, TaskState]:
-    """What store.observe would make of these tasks, without writing (for --dry-run, `why`)."""
-    out = dict(states)
-    for t in tasks:
-        s = states.get(t.id)
-        if s is None:
-            out[t.id] = default_state(t.id, t.enabled, now)
-        elif t.enabled and not s.enabled:
-            out[t.id] = TaskState(s.task_id, s.first_seen, minute_floor(now), s.last_slot, True,
-                                  s.consecutive_failures, s.path)
-    return out
 
 
 def _problems_changed(store: Store, problems: list[Problem]) -> bool:
