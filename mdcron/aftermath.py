@@ -297,5 +297,5 @@ def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, s
         from .doctor import store_error_alert
 
         problem = "the tick crashed and the state database could not record it"
-        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ):
+        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ, now):
             say(f"mdcron: {line}")

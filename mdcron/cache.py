@@ -377,19 +377,21 @@ def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, T
 
 def load_task_set(config: Config) -> TaskSet:
     """The task set every command works from (run, why, next, validate, doctor, list, the
-    chains): the one loader, the tick's own, read-only (the tick and `list` save the rows)."""
-    view = load(config)
+    chains): the one loader, the tick's own. Every file is read: these commands leave the state
+    folder untouched (even a read-only SQLite connection creates -wal/-shm files)."""
+    view = load(config, cached=False)
     try:
         return view.task_set()
     finally:
         view.close()
 
 
-def load(config: Config) -> View:
+def load(config: Config, *, cached: bool = True) -> View:
     """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
     cache where its row still holds, else read; only changed files are parsed. A bad file is
-    skipped with its problems; it never hides another file's task or problems."""
-    key = _key(config)
+    skipped with its problems; it never hides another file's task or problems. `cached=False`:
+    the database is not opened, every file is read."""
+    key = _key(config) if cached else None
     folder = config.tasks_dir
     try:
         read_ns, files = fastpath.take_scan(str(folder))
@@ -398,7 +400,8 @@ def load(config: Config) -> View:
     except OSError as exc:
         return View(config, None, [],
                     [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
-    view = View(config, key, [], [], zone=fastpath.zone_key(), db=_open(config))
+    view = View(config, key, [], [], zone=fastpath.zone_key(),
+                db=_open(config) if cached else None)
     rows: dict[str, tuple] = {}
     if view.db is not None and key is not None:
         try:

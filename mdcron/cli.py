@@ -151,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tick" and not args.dry_run:
             from .doctor import config_error_alert
 
-            for line in config_error_alert(home, exc.problems, dict(os.environ)):
+            for line in config_error_alert(home, exc.problems, dict(os.environ),
+                                           _alert_now(args)):
                 print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
     fastpath.note_config(config, text)
@@ -164,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tick" and not args.dry_run:
             from .doctor import store_error_alert
 
-            for line in store_error_alert(config, str(exc), dict(os.environ)):
+            for line in store_error_alert(config, str(exc), dict(os.environ),
+                                          _alert_now(args)):
                 print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
     except UsageError as exc:
@@ -174,6 +176,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 class UsageError(Exception):
     """A command-line value that cannot be used; the message says which and why."""
+
+
+def _alert_now(args: argparse.Namespace) -> float:
+    """The instant of an alert sent before the tick ran: its --now, as the tick's would be."""
+    try:
+        return clock_from(getattr(args, "now", None)).now()
+    except UsageError:
+        return clock_from(None).now()
 
 
 def clock_from(value: str | None) -> Clock:

@@ -9,6 +9,7 @@ import sys
 from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
 from .clock import parse_instant, to_dt
 from .config import Config
+from .heartbeat import STALE_TICK
 from .problems import Problem
 from .store import Store
 from .units import format_duration
@@ -97,7 +98,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with Store(config.db_path) as store:
-        healer = default_healer(config, ctx.environ, store, clock.now())
+        healer = default_healer(config, ctx.environ, store, clock)
         no_chain = getattr(args, "no_chain", False)
         run_id, outcome = run_manual(ctx, store, task, healer,
                                      trigger="manual-no-chain" if no_chain else "manual")
@@ -161,9 +162,6 @@ def _status_cell(row: dict) -> str:
         since = short_time(row["running_since"])[-5:]
         return status_style("running").replace("running", f"running (since {since})", 1)
     return status_style(row["last_status"]) if row["last_status"] else "—"
-
-
-STALE_TICK = 300.0  # seconds without a tick before `list` warns
 
 
 def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
@@ -551,7 +549,7 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
     from .doctor import print_checks, run_doctor
     from .render import print_json
 
-    checks = run_doctor(home, dict(os.environ))
+    checks = run_doctor(home, dict(os.environ), clock_from(None).now())
     if args.json:
         print_json([c.to_json() for c in checks])
     else:

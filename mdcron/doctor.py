@@ -19,18 +19,17 @@ import os
 import sqlite3
 import stat
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import CONFIG_NAME, Config, ConfigError, load_config
-from .notify_config import ENV_REF, NotifyConfig, parse_notify_config, scheme_of
+from .heartbeat import ENV_REF, STALE_TICK
+from .notify_config import NotifyConfig, parse_notify_config, scheme_of
 from .problems import Problem
 
 ALERT_EVERY = 3600.0  # the same emergency is alerted at most once an hour
 MARKER = "emergency-alert.json"  # in state/: {what: {"digest": ..., "at": ...}}
-STALE_TICK = 300.0
 
 
 # --------------------------------------------------------------------- emergency alerts
@@ -125,7 +124,7 @@ def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
 
 
 def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping[str, str],
-                       now: float | None = None) -> list[str]:
+                       now: float) -> list[str]:
     """The config has errors, so the tick stops: a forced alert listing them, sent directly.
     Returns lines for stderr (what was sent, or why nobody could be told). Never raises."""
     try:
@@ -136,7 +135,7 @@ def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping
         cfg = salvage_notify(home, environ)
         if cfg is None:
             return ["no destination could be read from the config: nobody was alerted"]
-        if not _due(home / "state", "config", body, time.time() if now is None else now):
+        if not _due(home / "state", "config", body, now):
             return ["alert already sent within the hour"]
         return send_now(cfg, "mdcron: config error, tasks are not running", body, environ)
     except Exception as exc:
@@ -144,7 +143,7 @@ def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping
 
 
 def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
-                      now: float | None = None) -> list[str]:
+                      now: float) -> list[str]:
     """The state database cannot be used, so nothing runs (and its outbox cannot hold an
     alert): a forced alert sent directly. Returns lines for stderr. Never raises."""
     try:
@@ -155,7 +154,7 @@ def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
         cfg = settings(config)
         if not cfg.destinations:
             return ["no notification destination configured: nobody was alerted"]
-        if not _due(config.state_dir, "store", body, time.time() if now is None else now):
+        if not _due(config.state_dir, "store", body, now):
             return ["alert already sent within the hour"]
         return send_now(cfg, "mdcron: state database unusable, tasks are not running", body,
                         environ)
@@ -178,10 +177,8 @@ class Check:
                 "fix": self.fix}
 
 
-def run_doctor(home: Path, environ: Mapping[str, str],
-               now: float | None = None) -> list[Check]:
+def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
     """Every check, in the order a person would fix things. Reads only."""
-    now = time.time() if now is None else now
     checks = [_python()]
     checks += _folders(home)
     config, config_checks = _config(home, environ)

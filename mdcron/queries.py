@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from .clock import to_dt
 from .config import Config
@@ -188,12 +187,3 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
             f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
             f"no success yet this {task.once_per}: slots run until one succeeds"))
     return lines
-
-
-def find_task(tasks: list[Task], task_id: str) -> Task | None:
-    return next((t for t in tasks if t.id == task_id), None)
-
-
-def task_file_for(loaded: Loaded, task_id: str) -> Path | None:
-    task = find_task(loaded.tasks, task_id)
-    return task.path if task else None

@@ -17,6 +17,7 @@ from .clock import Clock, to_dt
 from .config import Config
 from .escalation import Step
 from .execute import RunContext, current_owner
+from .fastpath import RETENTION_EVERY
 from .healing import Healer
 from .ladder import LadderOutcome, execute_claimed
 from .observe import observe
@@ -29,7 +30,6 @@ from .task import Task
 if TYPE_CHECKING:
     from .cache import View
 
-RETENTION_EVERY = 86400.0  # seconds between retention passes
 
 
 @dataclass(slots=True)
@@ -176,7 +176,7 @@ def run_tick(
             say(f"{task_id}: due, but another tick claimed this slot first")
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None:
-            healer = default_healer(config, ctx.environ, store, now)
+            healer = default_healer(config, ctx.environ, store, clock)
         from .resource_runs import start as start_deferred
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
@@ -284,14 +284,14 @@ def _after_recovery(store: Store, config: Config, recovered: list[Recovered], no
 
 
 def default_healer(config: Config, environ: dict[str, str], store: Store,
-                   now: float) -> Healer | None:
+                   clock: Clock) -> Healer | None:
     """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
     key is looked at before anything of Claude's is imported."""
     if not (environ.get("ANTHROPIC_API_KEY") or "").strip():
         return None
     from .heal import ClaudeHealer
 
-    return ClaudeHealer(config, environ, store, now)
+    return ClaudeHealer(config, environ, store, clock)
 
 
 def _read_comments(ctx: RunContext, store: Store,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SCHEDULER, render_task, run_cli
 
-from mdcron import cache, fastpath, store, tick
+from mdcron import cache, fastpath
 from mdcron.clock import Clock
 from mdcron.config import load_config
 from mdcron.observe import observe
@@ -114,11 +114,6 @@ def cached_paths(home: Path) -> list[str]:
 
 
 # --------------------------------------------------------------- the cache in process
-
-
-def test_constants_shared_with_the_fast_path_agree():
-    assert fastpath.SCHEMA_VERSION == store.SCHEMA_VERSION
-    assert fastpath.RETENTION_EVERY == tick.RETENTION_EVERY
 
 
 def test_task_json_round_trip(home):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..clock import to_dt
 from ..config import Config, ConfigError, load_config
-from ..queries import Loaded, explain, find_task, iso, list_rows
+from ..queries import Loaded, explain, iso, list_rows
 from ..store import Store
 from ..task import Task
 
@@ -182,7 +182,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     from ..tick import schedule_of
 
     loaded = load_all(config)
-    task = find_task(loaded.tasks, task_id)
+    task = next((t for t in loaded.tasks if t.id == task_id), None)
     if task is None:
         raise NotFound(f"no task with id {task_id!r}")
     runs: list[dict] = []
