@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .cli import UsageError
 from .config import Config
 from .store import Store
 from .task import Task
+from .usage import UsageError
 
 
 class ActionError(UsageError):

@@ -108,7 +108,7 @@ def next_due(task: Task, config: Config, last_slot: float | None,
              not_before: float) -> float | None:
     """The first fire strictly after max(last_slot, not_before - 1 µs): decide() runs or skips a
     slot exactly when some fire lies there and at or before now (the floors decide() uses)."""
-    from .tick import schedule_of
+    from .schedule import schedule_of
 
     if task.after:
         # issue 12: a chain's eligibility comes from its upstreams' run rows, not a schedule,

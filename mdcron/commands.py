@@ -6,13 +6,13 @@ import argparse
 import os
 import sys
 
-from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
 from .clock import parse_instant, to_dt
 from .config import Config
 from .heartbeat import STALE_TICK
 from .problems import Problem
 from .store import Store
 from .units import format_duration
+from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:

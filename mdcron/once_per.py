@@ -52,7 +52,7 @@ def last_successes(store: Store, task_ids: list[str], before: float) -> dict[str
 def apply(planned: list, store: Store, config: object) -> None:
     """Turn planned runs of once_per tasks that already succeeded this period into skips
     (in place; `planned` holds tick.Planned)."""
-    from .tick import schedule_of
+    from .schedule import schedule_of
 
     mine = [p for p in planned if p.task.once_per and p.action == "run"]
     if not mine:

@@ -49,7 +49,7 @@ def next_fire(task: Task, config: Config, now: float,
               due: tuple[float, float | None] | None = None) -> datetime | None:
     """The first fire after now. `due`: the cache's (floor, next_due), the first fire after
     floor: when floor <= now < next_due it is also the first fire after now."""
-    from .tick import schedule_of
+    from .schedule import schedule_of
 
     if not task.enabled or task.after:  # a chain has no fire times of its own
         return None
@@ -118,8 +118,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
     """`why`: the decision for this instant, in plain words, with what it rests on."""
     from .observe import observe
-    from .schedule import decide, fires_between
-    from .tick import schedule_of
+    from .schedule import decide, fires_between, schedule_of
 
     if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
         from .chains import explain as explain_chain

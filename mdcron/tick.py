@@ -67,7 +67,7 @@ def plan(
     tasks: list[Task], states: dict[str, TaskState], config: Config, now: float
 ) -> list[Planned]:
     """Pure: which enabled tasks have a slot to run or to record as skipped at `now`."""
-    from .schedule import decide
+    from .schedule import decide, schedule_of
 
     out: list[Planned] = []
     now_dt = to_dt(now)
@@ -88,20 +88,6 @@ def plan(
                         decision.missed)
             )
     return out
-
-
-_SCHEDULES: dict[tuple[str, str | None], object] = {}
-
-
-def schedule_of(task: Task, config: Config):  # -> Schedule
-    """Parsed schedules are cached per process: parsing a cron expression is the costly part."""
-    from .schedule import parse_schedule, resolve_zone
-
-    zone_name = task.timezone or config.timezone
-    key = (task.schedule, zone_name)
-    if key not in _SCHEDULES:
-        _SCHEDULES[key] = parse_schedule(task.schedule, resolve_zone(zone_name))
-    return _SCHEDULES[key]
 
 
 def run_tick(

@@ -179,7 +179,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     from ..comments import thread
     from ..heal import heal_history
     from ..pause import pauses
-    from ..tick import schedule_of
+    from ..schedule import schedule_of
 
     loaded = load_all(config)
     task = next((t for t in loaded.tasks if t.id == task_id), None)
@@ -298,7 +298,7 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
 
     A downstream (`after:`) has no fires of its own: it is listed under each fire of its
     upstreams as "then …"; a `once_per` task is marked, since only its first success counts."""
-    from ..tick import schedule_of
+    from ..schedule import schedule_of
 
     loaded = load_all(config)
     end = to_dt(now + days * 86400)
