@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .cli import UsageError
 from .config import Config
 from .store import state_store
 from .task import Task
+from .usage import UsageError
 
 
 class ActionError(UsageError):
@@ -19,13 +19,13 @@ class ActionError(UsageError):
 
 
 def load_task(config: Config, task_id: str) -> Task:
-    from .taskfile import load_tasks
+    from .cache import load_task_set
 
-    tasks, problems = load_tasks(config)
-    for t in tasks:
-        if t.id == task_id:
-            return t
-    bad = [p for p in problems if p.severity == "error" and p.path.stem == task_id]
+    found = load_task_set(config)
+    task = found.get(task_id)
+    if task is not None:
+        return task
+    bad = [p for p in found.problems if p.severity == "error" and p.path.stem == task_id]
     if bad:
         raise ActionError(f"task {task_id!r} has errors: " + "; ".join(str(p) for p in bad))
     raise ActionError(f"no task with id {task_id!r} in {config.tasks_dir} (see `list`)")

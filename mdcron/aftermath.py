@@ -144,8 +144,8 @@ def open_incident(store: Store, config: Config, *, task_id: str | None, kind: st
 
     incident_id, new = open_or_bump(store, task_id=task_id, kind=kind, error=error,
                                     output_tail=output_tail, now=now)
-    command = config.raw.get("incident_command")
-    if new and isinstance(command, str) and command.strip():
+    command = config.incident_command
+    if new and command:
         incident = get_incident(store, incident_id)
         if incident is not None:
             problem = run_incident_command(command, incident, home=config.home, environ=environ,
@@ -215,7 +215,7 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
     an empty outbox and no heartbeat does not even import the notification code."""
     waiting = store.connect().execute(
         "SELECT 1 FROM outbox WHERE status IN ('pending', 'held') LIMIT 1").fetchone()
-    if not waiting and not config.raw.get("heartbeat_url"):
+    if not waiting and not config.heartbeat_url:
         return
     from .notify import flush, heartbeat
 
@@ -297,5 +297,5 @@ def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, s
         from .doctor import store_error_alert
 
         problem = "the tick crashed and the state database could not record it"
-        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ):
+        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ, now):
             say(f"mdcron: {line}")

@@ -30,13 +30,13 @@ from datetime import timedelta
 from pathlib import Path
 
 from . import fastpath
-from .clock import minute_floor, to_dt
+from .clock import to_dt
 from .config import Config, load_config
+from .observe import observe
 from .problems import Problem
 from .store import Store, TaskState
-from .task import Task
+from .task import Task, TaskSet, find_duplicate_ids
 
-IDLE_BLOCKERS: tuple[str, ...] = ()  # config keys that give every tick work (fastpath.py)
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
 _PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
 _ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
@@ -110,7 +110,7 @@ def next_due(task: Task, config: Config, last_slot: float | None,
              not_before: float) -> float | None:
     """The first fire strictly after max(last_slot, not_before - 1 µs): decide() runs or skips a
     slot exactly when some fire lies there and at or before now (the floors decide() uses)."""
-    from .tick import schedule_of
+    from .schedule import schedule_of
 
     if task.after:
         # issue 12: a chain's eligibility comes from its upstreams' run rows, not a schedule,
@@ -125,7 +125,7 @@ def next_due(task: Task, config: Config, last_slot: float | None,
 
 def fire_after(task: Task, config: Config, fire: float | None) -> float | None:
     """The fire strictly after `fire` (None: none, or no `fire`)."""
-    from .tick import schedule_of
+    from .schedule import schedule_of
 
     if fire is None or task.after:  # a chain has no fire of its own (next_due above)
         return None
@@ -196,15 +196,12 @@ class View:
 
     def duplicates(self) -> dict[str, list[Path]]:
         """Ids used by two or more files, each with all its files, in file-name order."""
-        seen: dict[str, int] = {}
-        for e in self.valid:
-            seen[e.id] = seen.get(e.id, 0) + 1  # type: ignore[index]
-        doubled = {i for i, n in seen.items() if n > 1}
-        out: dict[str, list[Path]] = {}
-        for e in self.valid:
-            if e.id in doubled:
-                out.setdefault(e.id, []).append(Path(e.path))  # type: ignore[arg-type]
-        return out
+        return find_duplicate_ids(self.valid)  # type: ignore[arg-type]  (valid: id is set)
+
+    def task_set(self) -> TaskSet:
+        """Every valid task as a Task (decoded or read), the problems, the duplicate ids."""
+        tasks = [t for e in self.valid if (t := self.task(e)) is not None]
+        return TaskSet(tasks, self.problems, find_duplicate_ids(tasks))
 
     def task(self, entry: Entry) -> Task | None:
         """The entry's Task: decoded from its row, else read from the file again. None (and
@@ -284,13 +281,11 @@ class View:
                 states = {r[0]: r for r in self.db.execute(_STATES)}
             except sqlite3.Error:
                 states = {}
-        start = minute_floor(now)
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None:
-                states[e.id] = (e.id, now, start, None, e.enabled, 0, None)  # type: ignore[index]
-            elif e.enabled and not s[4]:
-                states[e.id] = (s[0], s[1], start, s[3], True, s[5], s[6])  # type: ignore[index]
+            o = observe(_task_state(s) if s is not None else None, e, now)
+            states[o.task_id] = (o.task_id, o.first_seen, o.not_before, o.last_slot, o.enabled,
+                                 o.consecutive_failures, o.path)
         tasks = self.candidates(states, now, compute=False)
         return tasks, {t.id: _task_state(states[t.id]) for t in tasks}
 
@@ -445,17 +440,15 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         except Damaged:
             damaged = True
     tasks = db.execute("SELECT count(*) FROM task_cache WHERE task_id IS NOT NULL").fetchone()[0]
-    idle = not any(config.raw.get(k) for k in IDLE_BLOCKERS)
-    heartbeat = config.raw.get("heartbeat_url") or ""
     values = {
         "cache_key": key,
         "cache_sealed": "1",  # the rows are as save() wrote them (see the triggers, schema 3)
         "cache_problems": "damaged" if damaged else problems_digest(problems),
         "cache_errors": str(sum(p.severity == "error" for p in problems)),
         "cache_tasks": str(tasks),
-        "cache_idle": "1" if idle else "0",
+        "cache_idle": "1",  # no config key gives every tick work (yet): fastpath.py reads it
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
-        "cache_heartbeat": heartbeat if isinstance(heartbeat, str) else "",
+        "cache_heartbeat": config.heartbeat_url or "",
     }
     db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
                    " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())
@@ -473,10 +466,23 @@ def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, T
 # --------------------------------------------------------------- loading
 
 
-def load(config: Config) -> View:
-    """Every task file, from the cache where its row still holds, else read. Same tasks, same
-    problems, same order as taskfile.load_tasks; only changed files are parsed."""
-    key = _key(config)
+def load_task_set(config: Config) -> TaskSet:
+    """The task set every command works from (run, why, next, validate, doctor, list, the
+    chains): the one loader, the tick's own. Every file is read: these commands leave the state
+    folder untouched (even a read-only SQLite connection creates -wal/-shm files)."""
+    view = load(config, cached=False)
+    try:
+        return view.task_set()
+    finally:
+        view.close()
+
+
+def load(config: Config, *, cached: bool = True) -> View:
+    """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
+    cache where its row still holds, else read; only changed files are parsed. A bad file is
+    skipped with its problems; it never hides another file's task or problems. `cached=False`:
+    the database is not opened, every file is read."""
+    key = _key(config) if cached else None
     folder = config.tasks_dir
     try:
         read_ns, files = fastpath.take_scan(str(folder))
@@ -485,7 +491,8 @@ def load(config: Config) -> View:
     except OSError as exc:
         return View(config, None, [],
                     [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
-    view = View(config, key, [], [], zone=fastpath.zone_key(), db=_open(config))
+    view = View(config, key, [], [], zone=fastpath.zone_key(),
+                db=_open(config) if cached else None)
     rows: dict[str, tuple] = {}
     if view.db is not None and key is not None:
         try:

@@ -194,7 +194,7 @@ def upstream_busy(config: object, task_id: str) -> bool:
 def pending_for(store: Store, config: object, tasks: list[Task],
                 skip_ids: set[str] = frozenset()) -> list[Pending]:  # type: ignore[assignment]
     """Every chained task's slots to claim now, from the recorded rows."""
-    from .tick import default_state
+    from .observe import observe
 
     chained = [t for t in tasks if t.after and t.enabled and t.id not in skip_ids]
     if not chained:
@@ -202,7 +202,7 @@ def pending_for(store: Store, config: object, tasks: list[Task],
     states = store.task_states()
     out: list[Pending] = []
     for task in chained:
-        state = states.get(task.id) or default_state(task.id, True, 0.0)
+        state = states.get(task.id) or observe(None, task, 0.0)  # the tick observed it
         zone = schedule_zone(task, config)
         floor = state.not_before - 1e-6
         if len(task.after) == 1:
@@ -289,7 +289,7 @@ def schedule_text(task: Task) -> str:
 
 def explain(config: object, task: Task, at: float) -> list[str]:
     """`why <downstream>`: what it waits for, in plain words."""
-    from .tick import default_state
+    from .observe import observe
 
     zone = schedule_zone(task, config)
     lines = [f"{task.id} ({task.path.name}): runs {schedule_text(task)}"
@@ -300,7 +300,7 @@ def explain(config: object, task: Task, at: float) -> list[str]:
     if not config.state_exists:  # type: ignore[attr-defined]
         return lines + [f"waiting for {', '.join(task.after)}: nothing has run yet"]
     with state_store(config) as store:  # type: ignore[arg-type]
-        state = store.task_states().get(task.id) or default_state(task.id, True, at)
+        state = observe(store.task_states().get(task.id), task, at)
         if state.last_slot is not None:
             lines.append(f"last claimed slot: {_when(state.last_slot, zone)}")
         todo = pending_for(store, config, [task])
@@ -329,12 +329,10 @@ def _when(ts: float, zone: tzinfo) -> str:
 def run_chain_after_manual(ctx: object, store: Store, healer: object,
                            say: Callable[[str], None]) -> list:
     """`run <id>` succeeded: run what is now eligible, as a tick would (its rows say so)."""
-    from .cache import load
+    from .cache import load_task_set
     from .tick import _run_all
 
-    view = load(ctx.config)  # type: ignore[attr-defined]
-    tasks = [t for e in view.valid if (t := view.task(e)) is not None]
-    view.close()
+    tasks = load_task_set(ctx.config).tasks  # type: ignore[attr-defined]
     store.observe([(t.id, t.enabled, str(t.path)) for t in tasks], ctx.clock.now())  # type: ignore[attr-defined]
     _, broken = check_graph(tasks, {t.id: t.enabled for t in tasks})
     done = run_rounds(ctx, store, tasks, broken,

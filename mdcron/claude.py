@@ -25,116 +25,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .claude_settings import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported
+from .claude_settings import ClaudeConfig as ClaudeConfig
+from .claude_settings import parse_claude_config as parse_claude_config
 from .config import Config
 from .outcome import Outcome, RunResult, envelope_error
-from .problems import Problem
 from .runner import make_private_dirs
 from .task import Task
 from .templates import TemplateError as TemplateError  # re-exported: older imports
 from .templates import render_template as render_template
-from .units import DurationError, parse_duration
 
-DEFAULT_MODEL = "claude-sonnet-5-5"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 NO_KEY = "no ANTHROPIC_API_KEY in the scheduler's environment"
 MAX_RETRY_AFTER = 60.0  # a longer retry-after is not waited for: the attempt fails
 MAX_BACKOFF = 30.0
 _TRANSIENT = frozenset({408, 409, 429})
-
-
-@dataclass(frozen=True, slots=True)
-class ClaudeConfig:
-    model: str = DEFAULT_MODEL
-    max_tokens: int = 4096
-    timeout: float = 120.0  # one HTTP request, seconds
-    max_retries: int = 3  # further tries after a transient error
-    retry_backoff: float = 1.0  # first wait between tries; doubles, at most 30 s
-    max_heals_per_day: int = 4  # per task, over the last 24 h
-    max_tool_calls: int = 25  # per heal
-    max_heal_bytes: int = 256 * 1024  # bytes written per heal
-    max_heals_per_tick: int = 3  # top-level key
-    probation: float = 7 * 86400.0  # top-level key: seconds a healed task stays on probation
-
-    @property
-    def probation_days(self) -> float:
-        return self.probation / 86400
-
-
-_INT_KEYS = {  # key: minimum
-    "max_tokens": 1, "max_retries": 0, "max_heals_per_day": 0, "max_tool_calls": 1,
-    "max_heal_bytes": 1,
-}
-_DURATION_KEYS = ("timeout", "retry_backoff")
-CLAUDE_KEYS = frozenset({"model", *_INT_KEYS, *_DURATION_KEYS})
-
-
-def parse_claude_config(
-    raw: Mapping[str, object], path: Path | None
-) -> tuple[ClaudeConfig, list[Problem]]:
-    """The `claude:` section plus the top-level `max_heals_per_tick` and `probation` keys of a
-    parsed scheduler.yaml. A bad value is an error Problem and its default is used; an unknown
-    key under `claude:` is a warning."""
-    where = path or Path("scheduler.yaml")
-    problems: list[Problem] = []
-    values: dict[str, Any] = {}
-
-    def err(key: str, message: str) -> None:
-        problems.append(Problem(where, message, key=key))
-
-    section = raw.get("claude")
-    if section is None:
-        section = {}
-    if not isinstance(section, Mapping):
-        err("claude", "expected a mapping, e.g. claude: {model: claude-sonnet-5-5}")
-        section = {}
-    for key in section:
-        if key not in CLAUDE_KEYS:
-            from difflib import get_close_matches
-
-            near = get_close_matches(str(key), sorted(CLAUDE_KEYS), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            problems.append(Problem(where, f"unknown key {key!r} under claude: is ignored{hint}",
-                                    key=f"claude.{key}", severity="warning"))
-    if "model" in section:
-        model = section["model"]
-        if isinstance(model, str) and model.strip():
-            values["model"] = model.strip()
-        else:
-            err("claude.model", f"expected a model id such as {DEFAULT_MODEL}, got {model!r}")
-    for key, low in _INT_KEYS.items():
-        if key in section:
-            v = section[key]
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                err(f"claude.{key}", f"expected a whole number >= {low}, got {v!r}")
-            else:
-                values[key] = v
-    for key in _DURATION_KEYS:
-        if key in section:
-            try:
-                values[key] = parse_duration(section[key])
-            except DurationError as exc:
-                err(f"claude.{key}", str(exc))
-            else:
-                if key == "timeout" and values[key] <= 0:
-                    err("claude.timeout", "expected more than 0 seconds, e.g. 120s")
-                    del values[key]
-    if "max_heals_per_tick" in raw:
-        v = raw["max_heals_per_tick"]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            err("max_heals_per_tick", f"expected a whole number >= 0, got {v!r}")
-        else:
-            values["max_heals_per_tick"] = v
-    if "probation" in raw:
-        try:
-            values["probation"] = parse_duration(raw["probation"])
-        except DurationError as exc:
-            err("probation", str(exc))
-    return ClaudeConfig(**values), problems
-
-
-def claude_config(config: Config) -> ClaudeConfig:
-    """The settings, defaults standing in for bad values (load time reports those)."""
-    return parse_claude_config(config.raw, config.path)[0]
 
 
 def api_key(environ: Mapping[str, str]) -> str | None:
@@ -293,7 +198,7 @@ def run_claude_task(
     """One `run_as: claude` run: the prompt (or the body) to the model, its reply as output.
     Never raises: every failure is a RunResult with a fail_reason."""
     start = time.monotonic()
-    cfg = claude_config(config)
+    cfg = config.claude
     model = task.model or cfg.model
     extra: dict[str, object] = {"input_tokens": 0, "output_tokens": 0, "model": model}
     text, reason = "", None

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from .clock import Clock
 
-OK, PROBLEM, USAGE = 0, 1, 2
 
 
 def default_home() -> Path:
@@ -156,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands, fastpath
     from .config import ConfigError, load_config
     from .store import StoreError
+    from .usage import USAGE, UsageError
 
     args = build_parser().parse_args(argv)
     home = Path(getattr(args, "home", None) or default_home()).resolve()
@@ -172,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tick" and not args.dry_run:
             from .doctor import config_error_alert
 
-            for line in config_error_alert(home, exc.problems, dict(os.environ)):
+            for line in config_error_alert(home, exc.problems, dict(os.environ),
+                                           _alert_now(args)):
                 print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
     fastpath.note_config(config, text)
@@ -185,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "tick" and not args.dry_run:
             from .doctor import store_error_alert
 
-            for line in store_error_alert(config, str(exc), dict(os.environ)):
+            for line in store_error_alert(config, str(exc), dict(os.environ),
+                                          _alert_now(args)):
                 print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
     except UsageError as exc:
@@ -193,20 +194,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
 
 
-class UsageError(Exception):
-    """A command-line value that cannot be used; the message says which and why."""
+def _alert_now(args: argparse.Namespace) -> float:
+    """The instant of an alert sent before the tick ran: its --now, as the tick's would be."""
+    from .usage import UsageError, clock_from
 
-
-def clock_from(value: str | None) -> Clock:
-    """The real clock, read once here, unless an instant is given (--now / --at)."""
-    from .clock import Clock, parse_instant
-
-    if not value:
-        return Clock.real()
     try:
-        return Clock(parse_instant(value))
-    except ValueError as exc:
-        raise UsageError(f"not an ISO-8601 instant: {value!r} ({exc})") from exc
+        return clock_from(getattr(args, "now", None)).now()
+    except UsageError:
+        return clock_from(None).now()
 
 
 def _idle_tick(argv: list[str]) -> int | None:

@@ -7,12 +7,13 @@ import os
 import subprocess
 import sys
 
-from .cli import OK, PROBLEM, USAGE, UsageError, clock_from
 from .clock import parse_instant, to_dt
 from .config import Config
+from .heartbeat import STALE_TICK
 from .problems import Problem
 from .store import Store, state_store
 from .units import format_duration
+from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
@@ -101,7 +102,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with state_store(config) as store:
-        healer = default_healer(config, ctx.environ, store, clock.now())
+        healer = default_healer(config, ctx.environ, store, clock)
         no_chain = getattr(args, "no_chain", False)
         run_id, outcome = run_manual(ctx, store, task, healer,
                                      trigger="manual-no-chain" if no_chain else "manual")
@@ -172,9 +173,6 @@ def _status_cell(row: dict) -> str:
     return status_style(row["last_status"]) if row["last_status"] else "—"
 
 
-STALE_TICK = 300.0  # seconds without a tick before `list` warns
-
-
 def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
     """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
     notes = []
@@ -191,12 +189,11 @@ def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
 
 
 def _claude_notes(config: Config) -> list[str]:
-    from .taskfile import load_tasks
+    from .cache import load_task_set
 
     if os.environ.get("ANTHROPIC_API_KEY"):
         return []
-    tasks, _ = load_tasks(config)
-    claude = [t.id for t in tasks if t.run_as == "claude"]
+    claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
     if claude:
         return [f"ANTHROPIC_API_KEY is not set: Claude tasks ({', '.join(claude)}) will fail,"
                 " self-heal is off and comments stay unread"]
@@ -268,11 +265,11 @@ def _note(row: dict) -> str:
 
 
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
+    from .cache import load_task_set
     from .render import print_json
     from .schedule import ScheduleError, parse_schedule, resolve_zone
-    from .taskfile import load_tasks
 
-    tasks, _ = load_tasks(config)
+    tasks = load_task_set(config).tasks
     task = next((t for t in tasks if t.id == args.target), None)
     if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
         from .chains import next_lines
@@ -307,13 +304,14 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Problem]) -> int:
+    from .cache import load_task_set
     from .environment import bypasses_claude_isolation
     from .render import print_json
-    from .taskfile import find_duplicate_ids, load_tasks
 
-    tasks, problems = load_tasks(config)
-    problems = list(warnings) + problems
-    for task_id, paths in find_duplicate_ids(tasks).items():
+    found = load_task_set(config)
+    tasks = found.tasks
+    problems = list(warnings) + found.problems
+    for task_id, paths in found.duplicates.items():
         for path in paths:
             others = ", ".join(str(p) for p in paths if p != path)
             problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
@@ -563,7 +561,7 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
     from .doctor import print_checks, run_doctor
     from .render import print_json
 
-    checks = run_doctor(home, dict(os.environ))
+    checks = run_doctor(home, dict(os.environ), clock_from(None).now())
     if args.json:
         print_json([c.to_json() for c in checks])
     else:

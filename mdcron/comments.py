@@ -24,7 +24,6 @@ from .claude import (
     ClaudeSession,
     api_key,
     append_jsonl,
-    claude_config,
 )
 from .config import Config
 from .frontmatter_edit import EditError, edit_task_file, set_keys
@@ -115,7 +114,7 @@ def check_comments(
         return CommentDecision("run", "no unread comments")
     if api_key(environ) is None:
         return CommentDecision("run", f"{UNREAD}{NO_KEY}")
-    cfg = claude_config(config)
+    cfg = config.claude
     if deadline is None:
         deadline = time.monotonic() + cfg.timeout * (cfg.max_retries + 1) + 5
     try:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .problems import Problem
-from .units import DurationError, parse_duration
+from .claude_settings import ClaudeConfig, parse_claude_config
+from .heartbeat import ENV_REF
+from .notify_config import NotifyConfig, parse_notify_config
+from .problems import Problem, unknown_key
+from .units import DurationError, parse_duration, whole_number
 
 CONFIG_NAME = "scheduler.yaml"
 ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
 STATE_URL_ENV = "MDCRON_STATE_URL"  # state_url.ENV_NAME; overrides scheduler.yaml's state_url
 ID_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # resource names become file names
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,14 +38,20 @@ class Config:
     allow_outside_home: tuple[str, ...] = ()  # folders outside home a task may use (cwd, script)
     max_consecutive_failures: int = 3  # unhealed failed ticks in a row before suspension
     probation: float = 7 * 86400.0  # after a heal that worked, seconds of no second chance
-    max_heals_per_tick: int = 3
     resources: dict[str, int] = field(default_factory=dict)  # name -> capacity (resources.py)
+    notify: NotifyConfig = NotifyConfig()  # notify: and heartbeat_url (notify_config.py)
+    claude: ClaudeConfig = ClaudeConfig()  # claude: and max_heals_per_tick (claude_settings.py)
+    incident_command: str | None = None  # gets each new incident as JSON on stdin
+    env_refs: tuple[str, ...] = ()  # every ${VAR} the file names (they are secrets)
     # issue 11: PostgreSQL state shared by several hosts; None = SQLite in state/mdcron.db.
     # Expanded (it may hold a password): kept out of repr, shown only through state_url.mask.
     state_url: str | None = field(default=None, repr=False)
     host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
     max_clock_skew: float = 30.0  # seconds a host's clock may be off the database's (issue 11)
-    raw: dict[str, object] = field(default_factory=dict)  # the parsed file, for later issues
+
+    @property
+    def heartbeat_url(self) -> str | None:
+        return self.notify.heartbeat_url
 
     @property
     def tasks_dir(self) -> Path:
@@ -88,10 +97,9 @@ class Config:
     def secret_names(self) -> tuple[str, ...]:
         """Names (or globs) of environment variables that never reach a task unasked: the
         configured ones, the Anthropic key, and every ${VAR} the config itself refers to."""
-        referenced = sorted(set(_ENV_REF.findall(repr(self.raw))))
         # the state URL may carry a password, directly or through libpq's own variable
         state = (STATE_URL_ENV, "PGPASSWORD") if self.state_url else (STATE_URL_ENV,)
-        return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *referenced, *state)))
+        return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *self.env_refs, *state)))
 
 
 class ConfigError(Exception):
@@ -106,21 +114,24 @@ _KNOWN = {
     "timezone", "max_parallel", "catchup", "log_max_bytes", "output_tail_bytes",
     "retention_days", "kill_grace", "secret_env", "claude_config_dir", "cwd_policies",
     "allow_outside_home", "stop_grace",
-    # keys read by later parts (notifications, Claude); accepted here so they do not warn
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
     "max_heals_per_tick", "probation", "resources",
     "state_url", "host", "max_clock_skew",  # issue 11 (state_url.py)
 }
 
 
-def load_config(home: Path) -> tuple[Config, list[Problem]]:
-    """Read home/scheduler.yaml if it exists. Errors raise ConfigError (the tick must stop
-    rather than guess); unknown keys come back as warnings."""
+def load_config(home: Path, environ: Mapping[str, str] | None = None
+                ) -> tuple[Config, list[Problem]]:
+    """Read home/scheduler.yaml if it exists and build every section into typed values, once:
+    nothing else parses the file. Errors raise ConfigError (the tick must stop rather than
+    guess); unknown keys, and ${VAR}s unset in `environ` (default os.environ), come back as
+    warnings."""
     home = home.resolve()
     path = home / CONFIG_NAME
+    env = os.environ if environ is None else environ
     if not path.exists():
-        if os.environ.get(STATE_URL_ENV):  # a state URL without a config file
-            return _build(home, path, {}, exists=False)
+        if env.get(STATE_URL_ENV):  # a state URL without a config file (issue 11)
+            return _build(home, path, {}, env, exists=False)
         return Config(home=home), []
     import yaml  # only when there is a config file
 
@@ -136,10 +147,10 @@ def load_config(home: Path) -> tuple[Config, list[Problem]]:
         ) from exc
     if not isinstance(data, dict):
         raise ConfigError([Problem(path, "the config must be a mapping of key: value")])
-    return _build(home, path, data)
+    return _build(home, path, data, os.environ if environ is None else environ)
 
 
-def _build(home: Path, path: Path, data: dict,
+def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
            exists: bool = True) -> tuple[Config, list[Problem]]:
     errors: list[Problem] = []
     warnings: list[Problem] = []
@@ -150,12 +161,8 @@ def _build(home: Path, path: Path, data: dict,
 
     for key in data:
         if key not in _KNOWN:
-            from difflib import get_close_matches
-
-            near = get_close_matches(str(key), sorted(_KNOWN), n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            message = f"unknown key {key!r} is ignored{hint}"
-            warnings.append(Problem(path, message, key=str(key), severity="warning"))
+            warnings.append(Problem(path, unknown_key(key, _KNOWN), key=str(key),
+                                    severity="warning"))
     if "timezone" in data:
         tz = data["timezone"]
         from .schedule import ScheduleError, resolve_zone
@@ -166,13 +173,12 @@ def _build(home: Path, path: Path, data: dict,
         except ScheduleError as exc:
             err("timezone", str(exc))
     for key in ("max_parallel", "log_max_bytes", "output_tail_bytes", "retention_days",
-                "max_consecutive_failures", "max_heals_per_tick"):
+                "max_consecutive_failures"):
         if key in data:
-            v = data[key]
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                err(key, f"expected a whole number >= 1, got {v!r}")
-            else:
-                values[key] = v
+            try:
+                values[key] = whole_number(data[key], 1)
+            except ValueError as exc:
+                err(key, str(exc))
     for key in ("catchup", "kill_grace", "probation", "stop_grace"):
         if key in data:
             try:
@@ -209,30 +215,39 @@ def _build(home: Path, path: Path, data: dict,
                 " resources: {ollama: 1, gpu: 2}")
         else:
             values["resources"] = dict(v)
-    errors += _state(path, data, values)
-    # The notification and Claude sections are parsed by their own modules (cheap imports).
-    from .claude import parse_claude_config
-    from .notify_config import parse_notify_config
-
-    for section in (parse_notify_config(data, path)[1], parse_claude_config(data, path)[1]):
-        for problem in section:
-            (errors if problem.severity == "error" else warnings).append(problem)
+    if data.get("incident_command") is not None:
+        v = data["incident_command"]
+        if isinstance(v, str):
+            values["incident_command"] = v.strip() or None
+        else:
+            warnings.append(Problem(path, "expected a shell command (a string), e.g."
+                                    " incident_command: /usr/local/bin/page-me; ignored",
+                                    key="incident_command", severity="warning"))
+    errors += _state(path, data, values, environ)
+    # The notification and Claude sections have their own parsers (cheap, pure modules).
+    notify, notify_problems = parse_notify_config(data, path, environ)
+    claude, claude_problems = parse_claude_config(data, path)
+    for problem in (*notify_problems, *claude_problems):
+        (errors if problem.severity == "error" else warnings).append(problem)
     if errors:
         raise ConfigError(errors)
-    return (Config(home=home, path=path if exists else None, raw=data, **values),  # type: ignore[arg-type]
-            warnings)
+    values["notify"] = replace(notify, timezone=values.get("timezone"))
+    values["env_refs"] = tuple(sorted(set(ENV_REF.findall(repr(data)))))
+    return (Config(home=home, path=path if exists else None, claude=claude,  # type: ignore[arg-type]
+                   **values), warnings)
 
 
-def _state(path: Path, data: dict, values: dict[str, object]) -> list[Problem]:
+def _state(path: Path, data: dict, values: dict[str, object],
+           environ: Mapping[str, str]) -> list[Problem]:
     """state_url (the environment's MDCRON_STATE_URL wins), host, max_clock_skew: issue 11."""
     from .state_url import StateUrlError, check_host, parse
 
     errors = []
-    url = os.environ.get(STATE_URL_ENV) or data.get("state_url")
-    where = f"${STATE_URL_ENV}" if os.environ.get(STATE_URL_ENV) else "state_url"
+    url = environ.get(STATE_URL_ENV) or data.get("state_url")
+    where = f"${STATE_URL_ENV}" if environ.get(STATE_URL_ENV) else "state_url"
     if url is not None:
         try:
-            values["state_url"] = parse(url, os.environ)
+            values["state_url"] = parse(url, environ)
         except StateUrlError as exc:
             errors.append(Problem(path, f"{where}: {exc}", key="state_url"))
     if "host" in data:

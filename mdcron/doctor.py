@@ -19,13 +19,13 @@ import os
 import sqlite3
 import stat
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import CONFIG_NAME, Config, ConfigError, load_config
-from .notify_config import ENV_REF, NotifyConfig, parse_notify_config, scheme_of
+from .heartbeat import ENV_REF, STALE_TICK
+from .notify_config import NotifyConfig, parse_notify_config, scheme_of
 from .problems import Problem
 
 TYPE_CHECKING = False
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 ALERT_EVERY = 3600.0  # the same emergency is alerted at most once an hour
 MARKER = "emergency-alert.json"  # in state/: {what: {"digest": ..., "at": ...}}
-STALE_TICK = 300.0
 
 
 # --------------------------------------------------------------------- emergency alerts
@@ -129,7 +128,7 @@ def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
 
 
 def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping[str, str],
-                       now: float | None = None) -> list[str]:
+                       now: float) -> list[str]:
     """The config has errors, so the tick stops: a forced alert listing them, sent directly.
     Returns lines for stderr (what was sent, or why nobody could be told). Never raises."""
     try:
@@ -140,7 +139,7 @@ def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping
         cfg = salvage_notify(home, environ)
         if cfg is None:
             return ["no destination could be read from the config: nobody was alerted"]
-        if not _due(home / "state", "config", body, time.time() if now is None else now):
+        if not _due(home / "state", "config", body, now):
             return ["alert already sent within the hour"]
         return send_now(cfg, "mdcron: config error, tasks are not running", body, environ)
     except Exception as exc:
@@ -148,7 +147,7 @@ def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping
 
 
 def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
-                      now: float | None = None) -> list[str]:
+                      now: float) -> list[str]:
     """The state database cannot be used, so nothing runs (and its outbox cannot hold an
     alert): a forced alert sent directly. Returns lines for stderr. Never raises."""
     try:
@@ -159,7 +158,7 @@ def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
         cfg = settings(config)
         if not cfg.destinations:
             return ["no notification destination configured: nobody was alerted"]
-        if not _due(config.state_dir, "store", body, time.time() if now is None else now):
+        if not _due(config.state_dir, "store", body, now):
             return ["alert already sent within the hour"]
         return send_now(cfg, "mdcron: state database unusable, tasks are not running", body,
                         environ)
@@ -182,10 +181,8 @@ class Check:
                 "fix": self.fix}
 
 
-def run_doctor(home: Path, environ: Mapping[str, str],
-               now: float | None = None) -> list[Check]:
+def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
     """Every check, in the order a person would fix things. Reads only."""
-    now = time.time() if now is None else now
     checks = [_python()]
     checks += _folders(home)
     config, config_checks = _config(home, environ)
@@ -271,7 +268,7 @@ def _folders(home: Path) -> list[Check]:
 def _config(home: Path, environ: Mapping[str, str]) -> tuple[Config | None, list[Check]]:
     path = home / CONFIG_NAME
     try:
-        config, warnings = load_config(home)
+        config, warnings = load_config(home, environ)
     except ConfigError as exc:
         errors = "; ".join(str(p) for p in exc.problems)
         return None, [Check("config", "fail", f"the tick stops on every run: {errors}",
@@ -285,12 +282,14 @@ def _config(home: Path, environ: Mapping[str, str]) -> tuple[Config | None, list
     out = [Check("config", "warn" if warnings else "ok",
                  f"{path} loads" + (f" with warnings: {notes}" if notes else ""),
                  f"edit {path}" if warnings else "")]
-    out.append(_destinations(config, environ))
+    out.append(_destinations(config, warnings, environ))
     return config, out
 
 
-def _destinations(config: Config, environ: Mapping[str, str]) -> Check:
-    cfg, problems = parse_notify_config(config.raw, config.path or config.home, environ)
+def _destinations(config: Config, warnings: Sequence[Problem],
+                  environ: Mapping[str, str]) -> Check:
+    cfg = config.notify
+    problems = [p for p in warnings if p.key and p.key.split(".")[0] in ("notify", "heartbeat_url")]
     if not cfg.destinations:
         return Check("destinations", "warn", "no notification destination: failures are only"
                      " in the cron log", "add notify.destinations to scheduler.yaml")
@@ -501,9 +500,9 @@ def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> C
         return Check("api key", "ok", "ANTHROPIC_API_KEY is set (not shown)")
     claude = []
     if config is not None:
-        from .taskfile import load_tasks
+        from .cache import load_task_set
 
-        claude = [t.id for t in load_tasks(config)[0] if t.run_as == "claude"]
+        claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
     fix = "set ANTHROPIC_API_KEY=… at the top of the crontab (cron passes it to the tick)"
     if claude:
         return Check("api key", "fail", f"ANTHROPIC_API_KEY is not set: Claude tasks fail"
@@ -513,11 +512,11 @@ def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> C
 
 
 def _tasks(config: Config) -> Check:
-    from .taskfile import find_duplicate_ids, load_tasks
+    from .cache import load_task_set
 
-    tasks, problems = load_tasks(config)
-    errors = [p for p in problems if p.severity == "error"]
-    duplicates = find_duplicate_ids(tasks)
+    found = load_task_set(config)
+    tasks, duplicates = found.tasks, found.duplicates
+    errors = [p for p in found.problems if p.severity == "error"]
     if duplicates:
         ids = ", ".join(sorted(duplicates))
         return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",

@@ -311,7 +311,7 @@ def write_atomic(path: Path, text: str | bytes, *, unless_changed: bytes | None 
     try:
         dir_fd = os.open(folder, os.O_RDONLY)
     except OSError:
-        return
+        return True  # replaced; only the folder's fsync could not be asked for
     try:
         os.fsync(dir_fd)
     except OSError:
@@ -401,16 +401,15 @@ def _changes(path: Path, raw: bytes) -> bool:
 
 
 def edit_task_file(
-    path: Path, updates: Mapping[str, object | None], *, expected: str | None = None
+    path: Path, updates: Mapping[str, object | None]
 ) -> str:
     """Apply `updates` to the task file at `path` and return the new text.
 
-    The file's current content is always the base: when it differs from `expected` (the text the
-    caller read earlier), a person edited it since, and their edit wins; our keys go on top. The
-    result must parse to the old mapping plus `updates`, else EditError and the file is untouched.
-    If the file changes between our read and our write (up to the rename itself: see
-    _swap_in), or is read half-saved, the edit is redone on the newer text."""
-    del expected  # the current file is the base either way; see the docstring
+    The file's current content is always the base: when a person edited it since the caller read
+    it, their edit wins; our keys go on top. The result must parse to the old mapping plus
+    `updates`, else EditError and the file is untouched. If the file changes between our read
+    and our write (up to the rename itself: see _swap_in), or is read half-saved, the edit is
+    redone on the newer text."""
     for _attempt in range(5):
         raw = Path(path).read_bytes()
         try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,9 +28,9 @@ from .claude import (
     ClaudeSession,
     api_key,
     append_jsonl,
-    claude_config,
     reply_text,
 )
+from .clock import Clock
 from .config import Config
 from .heal_tools import ECHO_LIMIT, MANIFEST, TOOLS, Refused, Sandbox, atomic_write_bytes, sha256
 from .healing import HealRecord
@@ -62,18 +61,18 @@ def _iso(ts: float) -> str:
 class ClaudeHealer:
     """mdcron.healing.Healer backed by the Claude API. Create one per tick; thread-safe."""
 
-    def __init__(self, config: Config, environ: Mapping[str, str], store: Store, now: float):
+    def __init__(self, config: Config, environ: Mapping[str, str], store: Store, clock: Clock):
         self.config = config
         self.environ = environ
         self.db_path = store.path  # each heal opens its own connection (ladders run in threads)
         self.db_url, self.db_host = store.url, store.host
-        self.cfg = claude_config(config)
-        self._now0, self._t0 = now, time.monotonic()
+        self.cfg = config.claude
+        self.clock = clock  # the tick's: budgets and records use the instant the tick uses
         self._lock = threading.Lock()
         self._used = 0  # heals started by this instance (this tick)
 
     def now(self) -> float:
-        return self._now0 + (time.monotonic() - self._t0)
+        return self.clock.now()
 
     # -- the Healer protocol ---------------------------------------------------------------------
 
@@ -335,7 +334,7 @@ def _roll_back(sandbox: Sandbox) -> list[str]:
     return changed
 
 
-# --- budgets and probation -----------------------------------------------------------------------
+# --- budgets -----------------------------------------------------------------------------------
 
 
 def heals_since(store: Store, task_id: str, since: float) -> int:
@@ -343,23 +342,6 @@ def heals_since(store: Store, task_id: str, since: float) -> int:
         "SELECT count(*) FROM heals WHERE task_id = ? AND created_at >= ?", (task_id, since)
     ).fetchone()
     return int(row[0])
-
-
-def start_probation(store: Store, task_id: str, now: float, days: float = 7.0) -> float:
-    """Put a healed task on probation until now + days; returns that instant. (The ladder
-    does this itself through the same store column.)"""
-    until = now + days * 86400
-    store.set_probation(task_id, until)
-    return until
-
-
-def on_probation(store: Store, task_id: str, now: float) -> bool:
-    until = store.probation_until(task_id)
-    return until is not None and until > now
-
-
-def end_probation(store: Store, task_id: str) -> None:
-    store.set_probation(task_id, None)
 
 
 def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, object]]:
@@ -405,7 +387,7 @@ def prune_backups(config: Config, older_than: float) -> list[Path]:
 # --- revert --------------------------------------------------------------------------------------
 
 
-def revert_heal(config: Config, store: Store, task_id: str, *, now: float | None = None,
+def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
                 force: bool = False) -> list[Path]:
     """Restore the files the task's latest applied heal changed (atomically), mark the heal
     `reverted` and audit it. RevertError when there is none, or when a file changed since the
@@ -455,7 +437,7 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float | None
     with store.write() as db:
         db.execute("UPDATE heals SET outcome = 'reverted' WHERE id = ?", (heal_id,))
     append_jsonl(config.logs_dir / AUDIT_LOG, {
-        "time": _iso(now if now is not None else time.time()), "task": task_id,
+        "time": _iso(now), "task": task_id,
         "event": "revert", "heal_id": heal_id, "backup_dir": str(backup),
         "restored": [str(t.relative_to(home)) for t, _ in plan], "forced": force,
     })

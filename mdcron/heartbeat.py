@@ -16,6 +16,7 @@ from collections.abc import Mapping
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 TIMEOUT = 5.0
+STALE_TICK = 300.0  # seconds without a tick before `list` and `doctor` say cron has stopped
 MAX_REASON = 300
 
 

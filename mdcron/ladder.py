@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from .clock import to_dt
+from .config import Config
 from .escalation import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .execute import RunContext, acquire_task_lock, run_attempt
 from .healing import Healer, HealRecord
@@ -139,7 +140,7 @@ def climb(
                            trigger)
             if record.outcome != "changed":
                 continue  # nothing to rerun; the ladder decides again with one more heal
-            out.task = reload_task(out.task)
+            out.task = reload_task(out.task, config)
         attempt += 1
         remaining = max(1.0, deadline - time.monotonic())
         rerun_id = store.start_run(
@@ -210,14 +211,13 @@ def _heal(
     return record
 
 
-def reload_task(task: Task) -> Task:
+def reload_task(task: Task, config: Config) -> Task:
     """A heal may have edited the task file; run what the file now says (the healer has
-    already checked that it still validates)."""
-    from .config import load_config
+    already checked that it still validates). The tick's own config: scheduler.yaml is not
+    read again mid-tick."""
     from .taskfile import load_task_file
 
     try:
-        config, _ = load_config(task.path.parent.parent)
         fresh, _problems = load_task_file(task.path, config)
     except Exception:
         return task

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from .config import CONFIG_NAME, Config
+from .config import Config
 from .heartbeat import expand_vars, mask, missing_vars
-from .notify_config import NotifyConfig, parse_notify_config, scheme_of
+from .notify_config import NotifyConfig, scheme_of
 from .store import Store
 
 FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout"})
@@ -91,8 +91,9 @@ def settings(config: Config | NotifyConfig) -> NotifyConfig:
     """The notification settings of a Config (problems were reported when it was loaded)."""
     if isinstance(config, NotifyConfig):
         return config
-    parsed, _ = parse_notify_config(config.raw, config.path or config.home / CONFIG_NAME, {})
-    return replace(parsed, timezone=config.timezone)
+    if config.notify.timezone == config.timezone:
+        return config.notify
+    return replace(config.notify, timezone=config.timezone)  # a Config built by hand (tests)
 
 
 # ---------------------------------------------------------------- enqueue

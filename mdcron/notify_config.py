@@ -22,12 +22,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
-from difflib import get_close_matches
 from pathlib import Path
 
 from .heartbeat import ENV_REF, SCHEME, scheme_of  # noqa: F401  (scheme_of: re-exported)
-from .problems import Problem
-from .units import DurationError, parse_duration
+from .problems import Problem, unknown_key
+from .units import DurationError, parse_duration, whole_number
 
 DEFAULT_COLLAPSE_WINDOW = 3600.0
 DEFAULT_MAX_ATTEMPTS = 8  # with 1, 2, 4 … 60 minute backoff: about two hours of trying
@@ -97,7 +96,8 @@ def parse_quiet_hours(value: object) -> QuietHours:
 def parse_notify_config(
     raw: Mapping[str, object], path: Path, environ: Mapping[str, str] | None = None
 ) -> tuple[NotifyConfig, list[Problem]]:
-    """Read `notify:` and `heartbeat_url` from the parsed scheduler.yaml (`Config.raw`).
+    """Read `notify:` and `heartbeat_url` from the parsed scheduler.yaml (load_config builds
+    `Config.notify` with it; doctor salvages a broken file's section with it too).
 
     Returns the settings and every problem found; a key with an error falls back to its default,
     so the settings are always usable. A ${VAR} not set in `environ` (default: os.environ) is a
@@ -128,9 +128,7 @@ def parse_notify_config(
 
     for key in section:
         if key not in _KNOWN:
-            near = get_close_matches(str(key), _KNOWN, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else f"; known: {', '.join(_KNOWN)}"
-            problem(f"notify.{key}", f"unknown key {key!r} is ignored{hint}", "warning")
+            problem(f"notify.{key}", unknown_key(key, _KNOWN, under="notify"), "warning")
 
     destinations: dict[str, str] = {}
     raw_dests = section.get("destinations")
@@ -174,11 +172,10 @@ def parse_notify_config(
         except DurationError as exc:
             problem("notify.collapse_window", f"{exc} (0 turns collapsing off)")
     if "max_attempts" in section:
-        v = section["max_attempts"]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            problem("notify.max_attempts", f"expected a whole number >= 1, got {v!r}")
-        else:
-            values["max_attempts"] = v
+        try:
+            values["max_attempts"] = whole_number(section["max_attempts"], 1)
+        except ValueError as exc:
+            problem("notify.max_attempts", str(exc))
     return NotifyConfig(**values), problems  # type: ignore[arg-type]
 
 

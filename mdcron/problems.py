@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -31,3 +32,15 @@ class Problem:
             "severity": self.severity,
             "message": self.message,
         }
+
+
+def unknown_key(key: object, known: Iterable[str], under: str = "") -> str:
+    """The message for a key nobody reads: "unknown key 'x' is ignored; did you mean 'y'?"
+    (the known keys when nothing is close). `under` names the section, e.g. "claude"."""
+    from difflib import get_close_matches  # only when a file has a typo
+
+    names = sorted(known)
+    near = get_close_matches(str(key), names, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}?" if near else "known keys: " + ", ".join(names)
+    where = f" under {under}:" if under else ""
+    return f"unknown key {key!r}{where} is ignored; {hint}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from .clock import to_dt
 from .config import Config
@@ -29,7 +28,7 @@ def load_all(config: Config) -> Loaded:
     from .cache import load
 
     view = load(config)
-    tasks = [t for e in view.valid if (t := view.task(e)) is not None]
+    tasks = view.task_set().tasks
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
     if config.state_exists:
@@ -50,7 +49,7 @@ def next_fire(task: Task, config: Config, now: float,
               due: tuple[float, float | None] | None = None) -> datetime | None:
     """The first fire after now. `due`: the cache's (floor, next_due), the first fire after
     floor: when floor <= now < next_due it is also the first fire after now."""
-    from .tick import schedule_of
+    from .schedule import schedule_of
 
     if not task.enabled or task.after:  # a chain has no fire times of its own
         return None
@@ -119,8 +118,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
 
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
     """`why`: the decision for this instant, in plain words, with what it rests on."""
-    from .schedule import decide, fires_between
-    from .tick import _as_observed, schedule_of
+    from .observe import observe
+    from .schedule import decide, fires_between, schedule_of
 
     if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
         from .chains import explain as explain_chain
@@ -144,7 +143,7 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
         lines.append(f"not on this host: hosts: [{', '.join(task.hosts)}] and this host is"
                      f" {config.host_name!r} (`host:` in scheduler.yaml); one of those claims it")
         return lines
-    state = _as_observed([task], {task.id: state} if state else {}, at)[task.id]
+    state = observe(state, task, at)
     last = to_dt(state.last_slot) if state.last_slot is not None else None
     not_before = to_dt(state.not_before)
     lines.append(f"last claimed slot: {local(last)}")
@@ -192,12 +191,3 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
             f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
             f"no success yet this {task.once_per}: slots run until one succeeds"))
     return lines
-
-
-def find_task(tasks: list[Task], task_id: str) -> Task | None:
-    return next((t for t in tasks if t.id == task_id), None)
-
-
-def task_file_for(loaded: Loaded, task_id: str) -> Path | None:
-    task = find_task(loaded.tasks, task_id)
-    return task.path if task else None

@@ -33,10 +33,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from mdcron.units import DurationError, format_duration, parse_duration
+
+if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
+    from mdcron.config import Config
+    from mdcron.task import Task
 
 _MARGIN = timedelta(hours=3)  # bound on an offset change; see the module docstring
 _MINUTE = timedelta(minutes=1)
@@ -300,6 +304,20 @@ class OneShotSchedule:
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
         return self.at if self.at <= _as_utc(t) else None
+
+
+_SCHEDULES: dict[tuple[str, str | None], Schedule] = {}
+
+
+def schedule_of(task: Task, config: Config) -> Schedule:
+    """The task's schedule in its zone (its own, else the config's). Cached per process:
+    parsing a cron expression is the costly part."""
+    zone_name = task.timezone or config.timezone
+    key = (task.schedule, zone_name)
+    found = _SCHEDULES.get(key)
+    if found is None:
+        found = _SCHEDULES[key] = parse_schedule(task.schedule, resolve_zone(zone_name))
+    return found
 
 
 def parse_schedule(expression: str, zone: tzinfo) -> Schedule:

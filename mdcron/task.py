@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
+
+from .problems import Problem
 
 RUN_AS = ("shell", "script", "claude")
 NOTIFY_ON = ("failure", "success", "always", "never")
@@ -52,3 +56,33 @@ class Task:
     on_busy: str = "wait"  # wait | skip | run, when a resource is at capacity
     busy_wait: float = 300.0  # on_busy: wait, seconds within one tick
     hosts: tuple[str, ...] = ()  # issue 11: host names that may claim it; () = any host
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSet:
+    """What every command works from (cache.load_task_set): the valid tasks in file-name
+    order, every file's problems, and the ids two or more files claim (the tick runs nothing
+    while there is one)."""
+
+    tasks: list[Task]
+    problems: list[Problem]
+    duplicates: dict[str, list[Path]]
+
+    def get(self, task_id: str) -> Task | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
+
+class _Named(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def path(self) -> Path | str: ...
+
+
+def find_duplicate_ids(items: Iterable[_Named]) -> dict[str, list[Path]]:
+    """Ids used by two or more files, each with all of its files (in the order given): the
+    one finder, for Tasks and for the cache's undecoded entries alike."""
+    by_id: dict[str, list[Path]] = {}
+    for item in items:
+        by_id.setdefault(item.id, []).append(Path(item.path))
+    return {task_id: paths for task_id, paths in by_id.items() if len(paths) > 1}

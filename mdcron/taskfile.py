@@ -20,8 +20,9 @@ from pathlib import Path
 from . import task as task_model
 from .config import Config
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
-from .problems import Problem
+from .problems import Problem, unknown_key
 from .task import Task
+from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 from .units import DurationError, parse_duration
 
 MAX_BYTES = 1024 * 1024
@@ -334,38 +335,6 @@ def _load_once(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
     return parse_task_text(text, path, config)
 
 
-def load_tasks(config: Config) -> tuple[list[Task], list[Problem]]:
-    """Every `*.md` in the tasks folder, sorted by name (hidden files skipped). A bad file is
-    skipped with its problems; it never hides another file's task or problems."""
-    folder = config.tasks_dir
-    try:
-        names = sorted(
-            entry.name
-            for entry in os.scandir(folder)
-            if entry.name.endswith(".md") and not entry.name.startswith(".")
-        )
-    except FileNotFoundError:
-        return [], []
-    except OSError as exc:
-        return [], [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")]
-    tasks: list[Task] = []
-    problems: list[Problem] = []
-    for name in names:
-        task, found = load_task_file(folder / name, config)
-        problems.extend(found)
-        if task is not None:
-            tasks.append(task)
-    return tasks, problems
-
-
-def find_duplicate_ids(tasks: Sequence[Task]) -> dict[str, list[Path]]:
-    """Ids used by two or more files, each with all of its files (in the order given)."""
-    by_id: dict[str, list[Path]] = {}
-    for task in tasks:
-        by_id.setdefault(task.id, []).append(task.path)
-    return {task_id: paths for task_id, paths in by_id.items() if len(paths) > 1}
-
-
 def _too_large(size: int) -> str:
     return (
         f"too large ({size} bytes; a task file may be at most 1 MiB): keep data and long "
@@ -498,15 +467,7 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             continue
         check = _CHECKS.get(key)
         if check is None:
-            import difflib
-
-            near = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1, cutoff=0.6)
-            hint = (
-                f"did you mean {near[0]!r}?"
-                if near
-                else "known keys: " + ", ".join(sorted(KNOWN_KEYS))
-            )
-            report.warn(f"unknown key {key!r} is ignored; {hint}", key=key)
+            report.warn(unknown_key(key, KNOWN_KEYS), key=key)
             continue
         if value is None and key in _NULL_OK:
             continue

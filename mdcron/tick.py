@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .clock import Clock, minute_floor, to_dt
+from .clock import Clock, to_dt
 from .config import Config
 from .escalation import Step
 from .execute import RunContext, current_owner
+from .fastpath import RETENTION_EVERY
 from .healing import Healer
 from .ladder import LadderOutcome, execute_claimed
+from .observe import observe
 from .outcome import Outcome, RunResult
 from .problems import Problem
 from .recovery import Recovered, recover
@@ -28,7 +30,6 @@ from .task import Task
 if TYPE_CHECKING:
     from .cache import View
 
-RETENTION_EVERY = 86400.0  # seconds between retention passes
 
 
 @dataclass(slots=True)
@@ -62,10 +63,6 @@ class TickReport:
         return 1 if failed or errors else 0
 
 
-def default_state(task_id: str, enabled: bool, now: float) -> TaskState:
-    return TaskState(task_id, now, minute_floor(now), None, enabled, 0, None)
-
-
 def plan(
     tasks: list[Task], states: dict[str, TaskState], config: Config, now: float,
     plain: dict[str, float] | None = None,
@@ -81,9 +78,9 @@ def plan(
         if plain and task.id in plain:
             out.append(Planned(task, "run", plain[task.id], ""))
             continue
-        from .schedule import decide
+        from .schedule import decide, schedule_of
 
-        state = states.get(task.id) or default_state(task.id, True, now)
+        state = states.get(task.id) or observe(None, task, now)
         decision = decide(
             schedule_of(task, config),
             now=now_dt,
@@ -101,25 +98,11 @@ def plan(
 
 def fill_reasons(planned: list[Planned], config: Config) -> None:
     """The reason decide() gives a plain due slot, for the ones plan() left without."""
-    from .schedule import _show
+    from .schedule import _show, schedule_of
 
     for p in planned:
         if not p.reason and p.action == "run":
             p.reason = f"due: fire at {_show(to_dt(p.slot), schedule_of(p.task, config).zone)}"
-
-
-_SCHEDULES: dict[tuple[str, str | None], object] = {}
-
-
-def schedule_of(task: Task, config: Config):  # -> Schedule
-    """Parsed schedules are cached per process: parsing a cron expression is the costly part."""
-    from .schedule import parse_schedule, resolve_zone
-
-    zone_name = task.timezone or config.timezone
-    key = (task.schedule, zone_name)
-    if key not in _SCHEDULES:
-        _SCHEDULES[key] = parse_schedule(task.schedule, resolve_zone(zone_name))
-    return _SCHEDULES[key]
 
 
 def run_tick(
@@ -225,7 +208,7 @@ def run_tick(
             say(f"{task_id}: due, but another tick claimed this slot first")
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None:
-            healer = default_healer(config, ctx.environ, store, now)
+            healer = default_healer(config, ctx.environ, store, clock)
         from .resource_runs import start as start_deferred
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
@@ -351,14 +334,14 @@ def _after_recovery(store: Store, config: Config, recovered: list[Recovered], no
 
 
 def default_healer(config: Config, environ: dict[str, str], store: Store,
-                   now: float) -> Healer | None:
+                   clock: Clock) -> Healer | None:
     """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
     key is looked at before anything of Claude's is imported."""
     if not (environ.get("ANTHROPIC_API_KEY") or "").strip():
         return None
     from .heal import ClaudeHealer
 
-    return ClaudeHealer(config, environ, store, now)
+    return ClaudeHealer(config, environ, store, clock)
 
 
 def _read_comments(ctx: RunContext, store: Store,
@@ -379,7 +362,7 @@ def _read_comments(ctx: RunContext, store: Store,
     if decision.action == "update" and decision.applied_updates:
         from .ladder import reload_task
 
-        return reload_task(task), None, None
+        return reload_task(task, ctx.config), None, None
     return task, None, decision.reason if decision.reason.startswith(UNREAD) else None
 
 
@@ -409,21 +392,6 @@ def describe_outcome(outcome: LadderOutcome) -> str:
         if outcome.suspend_error:
             text += f" ({outcome.suspend_error})"
     return text
-
-
-def _as_observed(
-    tasks: list[Task], states: dict[str, TaskState], now: float
-) -> dict[str, TaskState]:
-    """What store.observe would make of these tasks, without writing (for --dry-run, `why`)."""
-    out = dict(states)
-    for t in tasks:
-        s = states.get(t.id)
-        if s is None:
-            out[t.id] = default_state(t.id, t.enabled, now)
-        elif t.enabled and not s.enabled:
-            out[t.id] = TaskState(s.task_id, s.first_seen, minute_floor(now), s.last_slot, True,
-                                  s.consecutive_failures, s.path)
-    return out
 
 
 def _problems_changed(store: Store, problems: list[Problem]) -> bool:

@@ -1,4 +1,4 @@
-"""Durations as people write them ("90s", "10m", "2h", "1d", 300) and back again."""
+"""Durations as people write them ("90s", "10m", "2h", "1d", 300) and back again; whole numbers."""
 
 from __future__ import annotations
 
@@ -32,6 +32,14 @@ def parse_duration(value: object) -> float:
     if not math.isfinite(seconds) or seconds < 0:
         raise DurationError(f"a duration must be a finite number of seconds >= 0, got {value!r}")
     return seconds
+
+
+def whole_number(value: object, low: int = 1) -> int:
+    """`value` when it is an int >= low (YAML's true/false are not numbers); ValueError saying
+    what would be right otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"expected a whole number >= {low}, got {value!r}")
+    return value
 
 
 def format_duration(seconds: float) -> str:

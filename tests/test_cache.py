@@ -1,7 +1,8 @@
 """The task-file cache never changes an outcome: every cached tick is checked against the plan the
-uncached logic (taskfile.load_tasks + plan over every task) makes at the same instant, through
-edits, removals, renames, duplicates, clock changes, damaged rows and config changes. The idle
-fast path (fastpath.py) is checked end to end through the real CLI in a subprocess.
+uncached logic (each file through load_task_file, observe, plan over every task) makes at the
+same instant, through edits, removals, renames, duplicates, clock changes, damaged rows and
+config changes. The idle fast path (fastpath.py) is checked end to end through the real CLI in
+a subprocess.
 
 A row is trusted only once its file is 2 s older than the reading (the racy rule); tests age the
 cache instead of sleeping: read_ns moves 10 s back, as if the tick had read the files earlier."""
@@ -20,12 +21,14 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SCHEDULER, render_task, run_cli
 
-from mdcron import cache, fastpath, store, tick
+from mdcron import cache, fastpath
 from mdcron.clock import Clock
 from mdcron.config import load_config
+from mdcron.observe import observe
 from mdcron.store import Store
-from mdcron.taskfile import find_duplicate_ids, load_tasks, parse_task_text
-from mdcron.tick import _as_observed, plan, run_tick
+from mdcron.task import find_duplicate_ids
+from mdcron.taskfile import load_task_file, parse_task_text
+from mdcron.tick import plan, run_tick
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # a Monday
 SATURDAY = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -62,14 +65,27 @@ def states_of(home: Path) -> dict:
         return s.task_states()
 
 
+def uncached_tasks(config) -> tuple[list, list]:
+    """The oracle: every *.md in file-name order (hidden skipped), each read from its file."""
+    names = sorted(n for n in os.listdir(config.tasks_dir)
+                   if n.endswith(".md") and not n.startswith("."))
+    tasks, problems = [], []
+    for name in names:
+        task, found = load_task_file(config.tasks_dir / name, config)
+        problems += found
+        tasks += [task] if task is not None else []
+    return tasks, problems
+
+
 def checked_tick(home: Path, at: datetime, **kw):
     """run_tick through the cache, asserting it plans exactly what the uncached logic plans."""
     config, _ = load_config(home)
     now = at.timestamp()
-    tasks, problems = load_tasks(config)
+    tasks, problems = uncached_tasks(config)
     duplicates = find_duplicate_ids(tasks)
-    expected = [] if duplicates else plan(tasks, _as_observed(tasks, states_of(home), now),
-                                          config, now)
+    states = states_of(home)
+    observed = {**states, **{t.id: observe(states.get(t.id), t, now) for t in tasks}}
+    expected = [] if duplicates else plan(tasks, observed, config, now)
     report = run_tick(config, FrozenClock(at), say=lambda _line: None,
                       environ={"PATH": "/usr/bin:/bin"}, **kw)
     assert report.problems == problems
@@ -98,11 +114,6 @@ def cached_paths(home: Path) -> list[str]:
 
 
 # --------------------------------------------------------------- the cache in process
-
-
-def test_constants_shared_with_the_fast_path_agree():
-    assert fastpath.SCHEMA_VERSION == store.SCHEMA_VERSION
-    assert fastpath.RETENTION_EVERY == tick.RETENTION_EVERY
 
 
 def test_task_json_round_trip(home):

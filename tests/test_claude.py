@@ -31,7 +31,7 @@ fake_claude = fake_anthropic.fake_claude  # the fixture
 
 @pytest.fixture
 def config(home: Path) -> Config:
-    return Config(home=home.resolve(), raw={"claude": {"retry_backoff": 0.01, "max_retries": 3}})
+    return Config(home=home.resolve(), claude=ClaudeConfig(retry_backoff=0.01, max_retries=3))
 
 
 def claude_task(home: Path, **kw: object) -> Task:
@@ -153,13 +153,13 @@ def test_config_defaults_and_problems(tmp_path):
     assert cfg == ClaudeConfig() and problems == []
     assert (cfg.model, cfg.max_tokens, cfg.timeout, cfg.max_retries) == (DEFAULT_MODEL, 4096,
                                                                          120.0, 3)
-    assert (cfg.max_heals_per_tick, cfg.max_heals_per_day, cfg.probation_days) == (3, 4, 7)
+    assert (cfg.max_heals_per_tick, cfg.max_heals_per_day) == (3, 4)
     raw = {"claude": {"model": "claude-opus-4-8", "timeout": "2m", "max_retries": 0,
-                      "max_tokens": -1, "modle": "x"}, "max_heals_per_tick": 1, "probation": "3d"}
+                      "max_tokens": -1, "modle": "x"}, "max_heals_per_tick": 1}
     cfg, problems = parse_claude_config(raw, tmp_path / "scheduler.yaml")
     assert (cfg.model, cfg.timeout, cfg.max_retries, cfg.max_tokens) == ("claude-opus-4-8",
                                                                          120.0, 0, 4096)
-    assert cfg.max_heals_per_tick == 1 and cfg.probation_days == 3
+    assert cfg.max_heals_per_tick == 1
     errors = [p for p in problems if p.severity == "error"]
     warnings = [p for p in problems if p.severity == "warning"]
     assert [p.key for p in errors] == ["claude.max_tokens"]

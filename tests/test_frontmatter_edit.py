@@ -164,9 +164,9 @@ def test_edit_task_file_writes_and_keeps_the_mode(tmp_path: Path) -> None:
 
 def test_a_persons_newer_edit_wins(tmp_path: Path) -> None:
     path = tmp_path / "t.md"
-    old = "---\nid: t\nenabled: true\n---\n"
+    # the caller read "---\nid: t\nenabled: true\n---\n"; a person added a line since
     path.write_text("---\nid: t\ntimeout: 5m  # edited meanwhile\nenabled: true\n---\n")
-    new = edit_task_file(path, {"enabled": False}, expected=old)
+    new = edit_task_file(path, {"enabled": False})
     assert new == "---\nid: t\ntimeout: 5m  # edited meanwhile\nenabled: false\n---\n"
 
 

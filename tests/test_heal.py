@@ -15,15 +15,13 @@ import pytest
 from conftest import REPO
 from fake_anthropic import Reply, message, tool_use
 
+from mdcron.clock import Clock, to_dt
 from mdcron.config import Config, load_config
 from mdcron.heal import (
     ClaudeHealer,
     RevertError,
-    end_probation,
     heal_history,
-    on_probation,
     revert_heal,
-    start_probation,
 )
 from mdcron.heal_tools import PACKAGE_DIR, Refused, Sandbox, glob_regex
 from mdcron.outcome import Outcome, RunResult
@@ -33,6 +31,11 @@ from mdcron.taskfile import load_task_file
 fake_claude = fake_anthropic.fake_claude  # the fixture
 
 NOW = 1_790_000_000.0
+
+
+def at(ts: float) -> Clock:
+    """The tick's clock at `ts` (a `tick --now` replay)."""
+    return Clock(to_dt(ts))
 BROKEN = "#!/bin/sh\nset -e\nech hello\n"
 TASK = """---
 id: job
@@ -91,7 +94,7 @@ def load(config: Config, name: str = "job"):
 def heal(config: Config, environ: dict, task, *, attempt: int = 1, previous=None,
          healer: ClaudeHealer | None = None, deadline: float = 60):
     with Store(config.db_path) as store:
-        healer = healer or ClaudeHealer(config, environ, store, NOW)
+        healer = healer or ClaudeHealer(config, environ, store, at(NOW))
         return healer.heal(task, attempt=attempt, failure=FAILURE, previous=previous,
                            deadline=time.monotonic() + deadline, run_id=7)
 
@@ -157,7 +160,7 @@ def test_heal_fixes_a_broken_script(setup, fake_claude):
         assert script.read_bytes() == BROKEN.encode()
         assert heal_history(store, "job")[0]["outcome"] == "reverted"
         with pytest.raises(RevertError, match="no applied heal"):
-            revert_heal(config, store, "job")
+            revert_heal(config, store, "job", now=NOW + 120)
     assert audit(config)[-1]["event"] == "revert"
 
 
@@ -196,8 +199,8 @@ def test_revert_refuses_to_overwrite_later_edits(setup, fake_claude):
     (home / "scripts" / "job.sh").write_text("#!/bin/sh\necho mine\n")
     with Store(config.db_path) as store:
         with pytest.raises(RevertError, match="changed since heal"):
-            revert_heal(config, store, "job")
-        revert_heal(config, store, "job", force=True)
+            revert_heal(config, store, "job", now=NOW + 120)
+        revert_heal(config, store, "job", now=NOW + 180, force=True)
     assert (home / "scripts" / "job.sh").read_text() == BROKEN
 
 
@@ -373,7 +376,7 @@ def test_budgets(setup, fake_claude):
     config, _ = load_config(home)
     task = load(config)
     with Store(config.db_path) as store:
-        healer = ClaudeHealer(config, fake_claude.environ, store, NOW)
+        healer = ClaudeHealer(config, fake_claude.environ, store, at(NOW))
         for _ in range(2):
             fake_claude.tools(tool_use("finish", diagnosis="nothing"))
             assert heal(config, {}, task, healer=healer).outcome == "no_change"
@@ -381,13 +384,13 @@ def test_budgets(setup, fake_claude):
         refused = heal(config, {}, task, healer=healer)
         assert refused.outcome == "refused" and len(fake_claude.requests) == 2
 
-        next_tick = ClaudeHealer(config, fake_claude.environ, store, NOW + 60)
+        next_tick = ClaudeHealer(config, fake_claude.environ, store, at(NOW + 60))
         assert next_tick.unavailable_reason(task) is None
         fake_claude.tools(tool_use("finish", diagnosis="nothing"))
         heal(config, {}, task, healer=next_tick)
-        later = ClaudeHealer(config, fake_claude.environ, store, NOW + 120)
+        later = ClaudeHealer(config, fake_claude.environ, store, at(NOW + 120))
         assert "healed 3 time(s) in the last 24 h" in later.unavailable_reason(task)
-        tomorrow = ClaudeHealer(config, fake_claude.environ, store, NOW + 86400 + 1)
+        tomorrow = ClaudeHealer(config, fake_claude.environ, store, at(NOW + 86400 + 1))
         assert tomorrow.unavailable_reason(task) is None
     assert [line["outcome"] for line in audit(config)] == ["no_change"] * 2 + ["refused",
                                                                                 "no_change"]
@@ -397,9 +400,9 @@ def test_unavailable_reasons(setup, fake_claude):
     config, home, _ = setup(extra="")
     task = load(config)
     with Store(config.db_path) as store:
-        assert "ANTHROPIC_API_KEY" in ClaudeHealer(config, {}, store, NOW).unavailable_reason(
+        assert "ANTHROPIC_API_KEY" in ClaudeHealer(config, {}, store, at(NOW)).unavailable_reason(
             task)
-        healer = ClaudeHealer(config, fake_claude.environ, store, NOW)
+        healer = ClaudeHealer(config, fake_claude.environ, store, at(NOW))
         assert healer.unavailable_reason(task) is None
         from dataclasses import replace
 
@@ -429,13 +432,14 @@ def test_deadline_bounds_a_heal(setup, fake_claude):
     assert record.outcome == "error" and time.monotonic() - start < 5
 
 
-def test_probation_helpers(setup):
+def test_the_healer_reads_the_ticks_clock(setup, fake_claude):
+    # A replayed tick (`tick --now`, years before the wall clock) counts its heals and audits
+    # them at its own instant: the healer keeps no clock of its own.
     config, _, _ = setup()
+    fake_claude.tools(tool_use("finish", diagnosis="nothing"))
+    heal(config, fake_claude.environ, load(config))
+    [line] = audit(config)
+    assert line["time"].startswith(to_dt(NOW).isoformat(timespec="seconds")[:16])
     with Store(config.db_path) as store:
-        assert not on_probation(store, "job", NOW)
-        until = start_probation(store, "job", NOW, days=7)
-        assert until == NOW + 7 * 86400
-        assert on_probation(store, "job", NOW + 6 * 86400)
-        assert not on_probation(store, "job", NOW + 7 * 86400 + 1)
-        end_probation(store, "job")
-        assert not on_probation(store, "job", NOW + 1)
+        [(created,)] = store.connect().execute("SELECT created_at FROM heals")
+    assert NOW <= created < NOW + 60

@@ -11,15 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mdcron.cache import load_task_set
 from mdcron.config import Config
 from mdcron.problems import Problem
 from mdcron.task import CATCHUP_ALWAYS, CATCHUP_NEVER, Task
 from mdcron.taskfile import (
     KNOWN_KEYS,
     MAX_BYTES,
-    find_duplicate_ids,
     load_task_file,
-    load_tasks,
     parse_task_text,
 )
 
@@ -391,7 +390,8 @@ def test_one_bad_file_never_hides_another(write, config: Config) -> None:
     write(b"\x89PNG\r\n\x1a\n\x00\x00", "d.md")
     write("---\nid: hidden\n---\n", ".editor-swap.md")
     write("---\nid: x\n---\n", "notes.txt")
-    tasks, problems = load_tasks(config)
+    found = load_task_set(config)
+    tasks, problems = found.tasks, found.problems
     assert [t.path.name for t in tasks] == ["a-good.md"]
     assert [(p.path.name, p.severity) for p in problems] == [
         ("b.md", "error"), ("c.md", "error"), ("d.md", "error"),
@@ -399,16 +399,18 @@ def test_one_bad_file_never_hides_another(write, config: Config) -> None:
 
 
 def test_no_tasks_folder(tmp_path: Path) -> None:
-    assert load_tasks(Config(home=tmp_path / "nowhere")) == ([], [])
+    found = load_task_set(Config(home=tmp_path / "nowhere"))
+    assert (found.tasks, found.problems, found.duplicates) == ([], [], {})
 
 
 def test_duplicate_ids(write, config: Config) -> None:
     a = write(task_text(), "a.md")
     b = write(task_text(), "b.md")
     write(task_text().replace("id: t", "id: other"), "c.md")
-    tasks, problems = load_tasks(config)
-    assert problems == []
-    assert find_duplicate_ids(tasks) == {"t": [a.resolve(), b.resolve()]}
+    found = load_task_set(config)
+    assert found.problems == []
+    assert found.duplicates == {"t": [a.resolve(), b.resolve()]}
+    assert found.get("other") is not None and found.get("nope") is None
 
 
 # --- never raises ---------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_heal_backups_age_out_with_the_runs(home, write_task, http_sink, fake_cl
     config, _ = load_config(home)
     with Store(config.db_path) as store:
         try:
-            revert_heal(config, store, "job")
+            revert_heal(config, store, "job", now=(T0 + timedelta(days=91)).timestamp())
         except RevertError as exc:
             assert "is gone: heal backups are kept for retention_days (90)" in str(exc)
         else:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..clock import to_dt
 from ..config import Config, ConfigError, load_config
-from ..queries import Loaded, explain, find_task, iso, list_rows
+from ..queries import Loaded, explain, iso, list_rows
 from ..store import state_store
 from ..task import Task
 
@@ -181,10 +181,10 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     from ..comments import thread
     from ..heal import heal_history
     from ..pause import pauses
-    from ..tick import schedule_of
+    from ..schedule import schedule_of
 
     loaded = load_all(config)
-    task = find_task(loaded.tasks, task_id)
+    task = next((t for t in loaded.tasks if t.id == task_id), None)
     if task is None:
         raise NotFound(f"no task with id {task_id!r}")
     runs: list[dict] = []
@@ -300,7 +300,7 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
 
     A downstream (`after:`) has no fires of its own: it is listed under each fire of its
     upstreams as "then …"; a `once_per` task is marked, since only its first success counts."""
-    from ..tick import schedule_of
+    from ..schedule import schedule_of
 
     loaded = load_all(config)
     end = to_dt(now + days * 86400)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import string
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -324,7 +325,9 @@ def test_a_config_with_errors_stops_the_tick_before_anything_runs(home, write_ta
     assert "config error" in body["title"] and "scheduler.yaml" in body["message"]
     with pytest.raises(ConfigError) as caught:
         load_config(home)
-    assert config_error_alert(home, caught.value.problems, {}) == [
+    # within the hour of the tick's own instant (--now), not of the wall clock
+    at = datetime.fromisoformat(NOW).timestamp()
+    assert config_error_alert(home, caught.value.problems, {}, at + 3000) == [
         "alert already sent within the hour"]
     assert len(http_sink.bodies()) == 1
 
@@ -341,5 +344,5 @@ def test_an_unreadable_config_with_no_destination_says_nobody_was_told(home):
     (home / "scheduler.yaml").write_text("notify: [\n")
     with pytest.raises(ConfigError) as caught:
         load_config(home)
-    assert config_error_alert(home, caught.value.problems, {}) == [
+    assert config_error_alert(home, caught.value.problems, {}, 0.0) == [
         "no destination could be read from the config: nobody was alerted"]
