@@ -331,6 +331,18 @@ def state_check(config: Config) -> Check:
         return Check("database", "fail", f"state_url {shown}: schema {version} is newer than"
                      f" this mdcron's ({SCHEMA_VERSION})", "upgrade mdcron on this host")
     what = f"schema {version}" if version else "empty (the next tick creates the tables)"
+    if version:
+        from .hostfiles import describe, differing
+        from .store import state_store
+
+        try:
+            with state_store(config) as store:
+                odd = differing(store)
+        except Exception:
+            odd = {}
+        if odd:
+            return Check("database", "warn", f"PostgreSQL state {shown}: " + "; ".join(
+                describe(t, h) for t, h in odd.items()), "sync tasks/ on every host")
     return Check("database", "ok", f"PostgreSQL state {shown} (host {config.host_name}): {what}")
 
 

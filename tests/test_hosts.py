@@ -557,3 +557,25 @@ def test_a_result_the_database_cannot_take_is_spooled_and_recorded_by_the_next_t
     assert [(r["status"], r["exit_code"]) for r in rows] == [("failed", 4)]
     assert not (a / "state" / "spool.jsonl").exists()
     assert (marks / "ran").read_text().split() == ["a"]  # ran once
+
+
+def test_list_and_doctor_name_a_host_whose_copy_of_a_task_file_differs(pg_url, tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a, b = (make_home(tmp_path, name, pg_url, marks, 0) for name in ("a", "b"))
+    for home in (a, b):
+        for task_id in ("t000", "t001"):
+            (home / "tasks" / f"{task_id}.md").write_text(render_task(
+                task_id, schedule="0 10 * * *", command="true"), encoding="utf-8")
+    (b / "tasks" / "t001.md").write_text(render_task("t001", schedule="0 11 * * *",
+                                                     command="true"), encoding="utf-8")
+    for home in (a, b):
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    listing = run_cli(a, "list")
+    assert "t001: the hosts' copies of its file differ: a (" in listing.stderr
+    assert "t000" not in listing.stderr
+    doctor = run_cli(a, "doctor")
+    assert "copies of its file differ" in doctor.stdout and "sync tasks/" in doctor.stdout
+    (b / "tasks" / "t001.md").write_bytes((a / "tasks" / "t001.md").read_bytes())
+    assert run_cli(b, "tick", "--now", "2026-11-23T09:59:30+00:00").returncode == 0
+    assert "differ" not in run_cli(a, "list").stderr

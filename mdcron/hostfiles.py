@@ -1,0 +1,48 @@
+"""Each host's copy of each task file (issue 11): people keep the hosts' `tasks/` in sync by
+hand, with git or a shared folder, and a copy that differs runs differently. Every full tick
+of a host with a PostgreSQL state records the SHA-256 of its copies in task_files (no trigger:
+this never sends another host's idle tick down the full path); `list` and `doctor` name the
+tasks whose copies differ, and the hosts."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+
+def record(store, files: Iterable[tuple[str, str]], now: float) -> None:
+    """files: (task id, path) of this host's valid task files. Writes only what changed."""
+    mine = {r[0]: r[1] for r in store.connect().execute(
+        "SELECT task_id, sha256 FROM task_files WHERE host = ?", (store.host,)).fetchall()}
+    seen, changed = set(), []
+    for task_id, path in files:
+        try:
+            with open(path, "rb") as handle:
+                digest = hashlib.sha256(handle.read()).hexdigest()
+        except OSError:
+            continue
+        seen.add(task_id)
+        if mine.get(task_id) != digest:
+            changed.append((task_id, store.host, digest, now))
+    gone = [(t, store.host) for t in mine if t not in seen]
+    if changed or gone:
+        with store.write() as db:
+            db.executemany("INSERT INTO task_files(task_id, host, sha256, seen_at)"
+                           " VALUES (?, ?, ?, ?) ON CONFLICT(task_id, host) DO UPDATE SET"
+                           " sha256 = excluded.sha256, seen_at = excluded.seen_at", changed)
+            db.executemany("DELETE FROM task_files WHERE task_id = ? AND host = ?", gone)
+
+
+def differing(store) -> dict[str, dict[str, str]]:
+    """task id -> {host: short hash} for the tasks whose hosts' copies are not all alike."""
+    by_task: dict[str, dict[str, str]] = {}
+    for task_id, host, digest in store.connect().execute(
+            "SELECT task_id, host, sha256 FROM task_files ORDER BY task_id, host").fetchall():
+        by_task.setdefault(task_id, {})[host] = digest[:8]
+    return {t: hosts for t, hosts in by_task.items() if len(set(hosts.values())) > 1}
+
+
+def describe(task_id: str, hosts: dict[str, str]) -> str:
+    copies = ", ".join(f"{h} ({d})" for h, d in hosts.items())
+    return (f"{task_id}: the hosts' copies of its file differ: {copies}; sync tasks/ on every"
+            " host (git pull, or a shared folder)")
