@@ -184,11 +184,13 @@ def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
         if last is not None and now - float(last) > STALE_TICK:
             notes.append(f"the last tick ran {format_duration(now - float(last))} ago: is the"
                          " crontab line still there? (see README, 'Two commands')")
-    if config.state_url:  # issue 11: a host whose copy of a task file differs
-        from .hostfiles import describe, differing
+    if config.state_url:  # issue 11: copies that differ; tasks whose hosts all stopped
+        from .cache import load_task_set
+        from .hostfiles import describe, differing, orphaned
 
         with state_store(config) as store:
             notes.extend(describe(t, hosts) for t, hosts in differing(store).items())
+            notes.extend(orphaned(store, load_task_set(config).tasks))
     notes.extend(_claude_notes(config))
     return notes
 

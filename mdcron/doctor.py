@@ -332,17 +332,19 @@ def state_check(config: Config) -> Check:
                      f" this mdcron's ({SCHEMA_VERSION})", "upgrade mdcron on this host")
     what = f"schema {version}" if version else "empty (the next tick creates the tables)"
     if version:
-        from .hostfiles import describe, differing
+        from .cache import load_task_set
+        from .hostfiles import describe, differing, orphaned
         from .store import state_store
 
         try:
             with state_store(config) as store:
-                odd = differing(store)
+                odd = [describe(t, h) for t, h in differing(store).items()]
+                odd += orphaned(store, load_task_set(config).tasks)
         except Exception:
-            odd = {}
+            odd = []
         if odd:
-            return Check("database", "warn", f"PostgreSQL state {shown}: " + "; ".join(
-                describe(t, h) for t, h in odd.items()), "sync tasks/ on every host")
+            return Check("database", "warn", f"PostgreSQL state {shown}: " + "; ".join(odd),
+                         "sync tasks/ on every host; start the tick on the hosts named")
     return Check("database", "ok", f"PostgreSQL state {shown} (host {config.host_name}): {what}")
 
 

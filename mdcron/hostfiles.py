@@ -1,8 +1,11 @@
-"""Each host's copy of each task file (issue 11): people keep the hosts' `tasks/` in sync by
-hand, with git or a shared folder, and a copy that differs runs differently. Every full tick
-of a host with a PostgreSQL state records the SHA-256 of its copies in task_files (no trigger:
-this never sends another host's idle tick down the full path); `list` and `doctor` name the
-tasks whose copies differ, and the hosts."""
+"""Each host's copy of each task file, and when each host last ticked (issue 11).
+
+People keep the hosts' `tasks/` in sync by hand, with git or a shared folder, and a copy that
+differs runs differently. Every full tick of a host with a PostgreSQL state records the SHA-256
+of its copies in task_files, and every tick (the idle one in its single query) its time in
+hosts; neither table has a trigger, so this never sends another host's idle tick down the full
+path. `list` and `doctor` name the tasks whose copies differ, and the tasks whose `hosts:` have
+all stopped ticking (they run nowhere)."""
 
 from __future__ import annotations
 
@@ -46,3 +49,37 @@ def describe(task_id: str, hosts: dict[str, str]) -> str:
     copies = ", ".join(f"{h} ({d})" for h, d in hosts.items())
     return (f"{task_id}: the hosts' copies of its file differ: {copies}; sync tasks/ on every"
             " host (git pull, or a shared folder)")
+
+
+DEAD_AFTER = 300.0  # seconds without a tick before a host counts as gone
+
+
+def seen(store) -> None:
+    """This host ticked now (the database's clock); the idle tick does it in its one query."""
+    with store.write() as db:
+        db.execute("INSERT INTO hosts(name, seen_at) VALUES (?,"
+                   " extract(epoch FROM clock_timestamp())) ON CONFLICT(name) DO UPDATE SET"
+                   " seen_at = excluded.seen_at", (store.host,))
+
+
+def orphaned(store, tasks) -> list[str]:
+    """Lines for the tasks whose `hosts:` have all stopped ticking: they run nowhere."""
+    rows = store.connect().execute(
+        "SELECT name, extract(epoch FROM clock_timestamp()) - seen_at FROM hosts").fetchall()
+    age = {name: float(a) for name, a in rows}
+    out = []
+    for task in tasks:
+        if task.hosts and task.enabled and all(age.get(h, float("inf")) > DEAD_AFTER
+                                               for h in task.hosts):
+            last = ", ".join(f"{h} ({_ago(age.get(h))})" for h in task.hosts)
+            out.append(f"{task.id}: none of its hosts ticks any more: {last}; it runs nowhere"
+                       " until one does (or add a live host to its hosts:)")
+    return out
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never seen"
+    from .units import format_duration
+
+    return f"last tick {format_duration(seconds)} ago"

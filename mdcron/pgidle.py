@@ -22,6 +22,7 @@ import re
 import time
 
 _URL_LINE = re.compile(r"""^state_url:[ \t]*(['"]?)([^'"#\s]+)\1[ \t]*(?:#.*)?$""", re.M)
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # state_url.HOST_LIKE: safe in SQL text
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
            " path FROM task_state")
@@ -57,6 +58,7 @@ def mirror(store, local, config) -> None:  # store: the PostgreSQL Store; local:
                         " enabled, consecutive_failures, path) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         ldb.execute("DELETE FROM meta WHERE key = 'retention_at'")
         values = [("pg_version", copied), ("pg_url", url_digest(store.url)),
+                  ("pg_host", store.host or ""),
                   ("pg_max_skew", repr(config.max_clock_skew))]
         if retention is not None:
             values.append(("retention_at", str(retention[0])))
@@ -86,11 +88,16 @@ def unchanged(db, config_text: str, home: str) -> bool:
     if os.path.exists(os.path.join(home, "state", "spool.jsonl")):
         return False
     meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN"
-                           " ('pg_version', 'pg_url', 'pg_max_skew')").fetchall())
+                           " ('pg_version', 'pg_url', 'pg_max_skew', 'pg_host')").fetchall())
     url = state_url(config_text)
-    if not meta.get("pg_version") or url is None or meta.get("pg_url") != url_digest(url):
+    host = meta.get("pg_host") or ""
+    if (not meta.get("pg_version") or url is None or meta.get("pg_url") != url_digest(url)
+            or not _HOST.fullmatch(host)):
         return False
-    answer = _ask(url, "SELECT (SELECT value FROM meta WHERE key = 'state_version'),"
+    # the same round trip says this host is alive (hostfiles.orphaned); hosts has no trigger
+    answer = _ask(url, "WITH seen AS (UPDATE hosts SET seen_at = extract(epoch FROM"
+                       f" clock_timestamp()) WHERE name = '{host}' RETURNING 1)"
+                       " SELECT (SELECT value FROM meta WHERE key = 'state_version'),"
                        " extract(epoch FROM clock_timestamp())::float8")
     if answer is None:
         return False

@@ -172,9 +172,10 @@ def run_tick(
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
         if store.url:  # issue 11: this host's copies of the task files, to compare across hosts
-            from .hostfiles import record
+            from .hostfiles import record, seen
 
             record(store, [(str(e.id), e.path) for e in view.valid], now)
+            seen(store)
         if any(t.hosts for t in candidates):  # issue 11: `hosts:` lists who may claim it
             from .state_url import runs_here
 

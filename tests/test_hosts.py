@@ -579,3 +579,29 @@ def test_list_and_doctor_name_a_host_whose_copy_of_a_task_file_differs(pg_url, t
     (b / "tasks" / "t001.md").write_bytes((a / "tasks" / "t001.md").read_bytes())
     assert run_cli(b, "tick", "--now", "2026-11-23T09:59:30+00:00").returncode == 0
     assert "differ" not in run_cli(a, "list").stderr
+
+
+def test_a_task_whose_hosts_all_stopped_is_named_by_list_and_doctor(pg_url, tmp_path):
+    """b is listed for the task but never ticks: a says the task runs nowhere. Once b ticks,
+    the note is gone; b's idle ticks keep saying it is alive (in their one query)."""
+    import psycopg
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a, b = (make_home(tmp_path, name, pg_url, marks, 0) for name in ("a", "b"))
+    for home in (a, b):
+        (home / "tasks" / "only-b.md").write_text(render_task(
+            "only-b", schedule="0 10 * * *", command="true", hosts=["b"]), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    note = "only-b: none of its hosts ticks any more: b (never seen)"
+    assert note in run_cli(a, "list").stderr
+    assert note in run_cli(a, "doctor").stdout
+    assert run_cli(b, "tick", "--now", BEFORE).returncode == 0  # b's first (full) tick
+    assert "none of its hosts" not in run_cli(a, "list").stderr
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # as if b's tick were 10 min ago
+        conn.execute("UPDATE hosts SET seen_at = seen_at - 600 WHERE name = 'b'")
+    assert "only-b: none of its hosts ticks any more: b (last tick 10m" in \
+        run_cli(a, "list").stderr
+    age(b)
+    assert probe_tick(b, "2026-11-23T09:59:30+00:00") == "CODE 0 PSYCOPG False"  # idle
+    assert "none of its hosts" not in run_cli(a, "list").stderr  # its one query said so
