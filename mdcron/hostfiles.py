@@ -62,8 +62,21 @@ def seen(store) -> None:
                    " seen_at = excluded.seen_at", (store.host,))
 
 
-def orphaned(store, tasks) -> list[str]:
-    """Lines for the tasks whose `hosts:` have all stopped ticking: they run nowhere."""
+def alert_orphaned(store, config, tasks, now: float, say) -> None:
+    """Due tasks none of whose hosts ticks: a line in the tick log and an alert (collapsed
+    like any other: one per task per collapse window, across all hosts)."""
+    from .notify import Alert, enqueue
+
+    for task, line in zip(tasks, orphaned(store, tasks, keep=True), strict=True):
+        if line:
+            say(line)
+            enqueue(store, config, Alert("orphaned", task.id, f"mdcron: {task.id} runs nowhere",
+                                         line, destination=task.notify_to), now)
+
+
+def orphaned(store, tasks, keep: bool = False) -> list[str]:
+    """Lines for the tasks whose `hosts:` have all stopped ticking: they run nowhere.
+    `keep`: one entry per task, '' for the others."""
     rows = store.connect().execute(
         "SELECT name, extract(epoch FROM clock_timestamp()) - seen_at FROM hosts").fetchall()
     age = {name: float(a) for name, a in rows}
@@ -74,6 +87,8 @@ def orphaned(store, tasks) -> list[str]:
             last = ", ".join(f"{h} ({_ago(age.get(h))})" for h in task.hosts)
             out.append(f"{task.id}: none of its hosts ticks any more: {last}; it runs nowhere"
                        " until one does (or add a live host to its hosts:)")
+        elif keep:
+            out.append("")
     return out
 
 

@@ -180,7 +180,12 @@ def run_tick(
             from .state_url import runs_here
 
             here = config.host_name
+            elsewhere = [t for t in candidates if not runs_here(t.hosts, here)]
             candidates = [t for t in candidates if runs_here(t.hosts, here)]
+            if store.url and elsewhere:  # due, and none of its hosts ticks: say so, alert
+                from .hostfiles import alert_orphaned
+
+                alert_orphaned(store, config, elsewhere, now, say)
         if store.url:  # issue 11: a suspension on another host holds here too
             from .hostlease import honour_suspensions
 

@@ -605,3 +605,20 @@ def test_a_task_whose_hosts_all_stopped_is_named_by_list_and_doctor(pg_url, tmp_
     age(b)
     assert probe_tick(b, "2026-11-23T09:59:30+00:00") == "CODE 0 PSYCOPG False"  # idle
     assert "none of its hosts" not in run_cli(a, "list").stderr  # its one query said so
+
+
+def test_a_due_task_whose_hosts_all_stopped_alerts_once(pg_url, tmp_path, http_sink):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
+    (a / "tasks" / "only-b.md").write_text(render_task(
+        "only-b", schedule="* 10 * * *", command="true", hosts=["b"]), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    out = run_cli(a, "tick", "--now", NOW)
+    assert "only-b: none of its hosts ticks any more" in out.stdout, out.stdout + out.stderr
+    run_cli(a, "tick", "--now", "2026-11-23T10:01:00+00:00")  # collapsed: no second message
+    messages = [b["title"] for b in http_sink.bodies()]
+    assert messages == ["mdcron: only-b runs nowhere"], messages
+    assert list(marks.iterdir()) == []
