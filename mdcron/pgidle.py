@@ -23,7 +23,6 @@ import time
 
 _URL_LINE = re.compile(r"""^state_url:[ \t]*(['"]?)([^'"#\s]+)\1[ \t]*(?:#.*)?$""", re.M)
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # state_url.HOST_LIKE: safe in SQL text
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
            " path FROM task_state")
 
@@ -76,7 +75,9 @@ def state_url(config_text: str) -> str | None:
             return None
         url = m.group(2)
     try:
-        return _ENV_REF.sub(lambda m: os.environ[m.group(1)], url.strip())
+        from .envref import ENV_REF
+
+        return ENV_REF.sub(lambda m: os.environ[m.group(1)], url.strip())
     except KeyError:
         return None
 

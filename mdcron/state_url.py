@@ -11,10 +11,11 @@ import socket
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlsplit
 
+from .envref import ENV_REF
+
 SCHEMES = ("postgresql", "postgres")
 ENV_NAME = "MDCRON_STATE_URL"
 HOST_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # as config.ID_LIKE: goes into rows
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")  # as config._ENV_REF
 _PASSWORD_PARAM = re.compile(r"(?i)(password=)[^&]*")
 
 
