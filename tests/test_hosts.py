@@ -622,3 +622,30 @@ def test_a_due_task_whose_hosts_all_stopped_alerts_once(pg_url, tmp_path, http_s
     messages = [b["title"] for b in http_sink.bodies()]
     assert messages == ["mdcron: only-b runs nowhere"], messages
     assert list(marks.iterdir()) == []
+
+
+def test_clocks_20_seconds_apart_never_run_a_slot_twice(pg_url, tmp_path):
+    """a's clock is 20 s ahead, b's 20 s behind (their `--now`s, a minute of ticks each): each
+    (task, slot) runs once; the slot runs on the first host whose clock reaches it, so at most
+    20 s early; a host behind never treats a claimed slot as new."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a, b = (make_home(tmp_path, name, pg_url, marks, 5) for name in ("a", "b"))
+    for home in (a, b):
+        for i in range(5):
+            (home / "tasks" / f"t{i:03d}.md").write_text(render_task(
+                f"t{i:03d}", schedule="* 10 * * *",
+                command=f"echo {home.name} $MDCRON_RUN_ID >> {marks}/t{i:03d}"), encoding="utf-8")
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    for minute in range(3):  # cron on both at 10:0m:00 by the true clock
+        ticks = [start_tick(a, f"2026-11-23T10:0{minute}:20+00:00"),
+                 start_tick(b, f"2026-11-23T10:0{minute - 1}:40+00:00" if minute else
+                            "2026-11-23T09:59:40+00:00")]
+        for t in ticks:
+            t.communicate(timeout=120)
+            assert t.returncode == 0
+    rows = [r for r in history(a) if r["status"] != "skipped"]
+    slots = Counter((r["task_id"], r["scheduled_for"]) for r in rows)
+    assert max(slots.values()) == 1  # never twice
+    assert {s for _, s in slots} == {f"2026-11-23T10:0{m}:00+00:00" for m in range(3)}
+    assert sum(len(p.read_text().split("\n")) - 1 for p in marks.iterdir()) == len(rows)
