@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import shared_tick
 from .clock import Clock, to_dt
 from .config import Config
 from .escalation import Step
@@ -142,54 +143,23 @@ def run_tick(
 
     owner = current_owner()
     with state_store(config) as store:
-        if store.url:  # issue 11: a clock too far off the database's claims nothing
-            from .hostlease import check_clock
-
-            check_clock(store, config.max_clock_skew)
-            from .spool import replay  # results a lost connection kept, before recovery
-
-            for line in replay(store, config.state_dir):
-                say(line)
+        shared_tick.opening(store, config, say)  # issue 11: clock skew, the spool
         if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
             from .dbguard import alert_if_recreated
 
             alert_if_recreated(store, config, now, say)
-        if store.url:  # issue 11: each host reports its own files' problems
-            with Store(config.db_path) as local:
-                report.problems_changed = _problems_changed(local, report.problems)
-        else:
-            report.problems_changed = _problems_changed(store, report.problems)
+        with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
+            report.problems_changed = _problems_changed(mine, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
-        if store.url:  # issue 11: a run another host took over must not go on here
-            from .hostlease import kill_taken_over
-
-            for line in kill_taken_over(config, store):
-                say(line)
+        shared_tick.after_recovery(store, config, say)
         for r in report.recovered:  # before this tick's own runs: the log reads in event order
             say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
         if report.recovered:  # forced alerts and incidents now, not after the slowest task
             _after_recovery(store, config, report.recovered, now, environ, say)
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
-        if store.url:  # issue 11: this host's copies of the task files, to compare across hosts
-            from .hostfiles import record, seen
-
-            record(store, [(str(e.id), e.path) for e in view.valid], now)
-            seen(store)
-        if any(t.hosts for t in candidates):  # issue 11: `hosts:` lists who may claim it
-            from .state_url import runs_here
-
-            here = config.host_name
-            elsewhere = [t for t in candidates if not runs_here(t.hosts, here)]
-            candidates = [t for t in candidates if runs_here(t.hosts, here)]
-            if store.url and elsewhere:  # due, and none of its hosts ticks: say so, alert
-                from .hostfiles import alert_orphaned
-
-                alert_orphaned(store, config, elsewhere, now, say)
-        if store.url:  # issue 11: a suspension on another host holds here too
-            from .hostlease import honour_suspensions
-
-            candidates = honour_suspensions(store, candidates, say)
+        candidates = shared_tick.runnable_here(  # issue 11: hosts:, shared suspensions
+            store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
         report.planned = plan(candidates, task_states(rows, candidates), config, now,
                               view.plain(candidates, rows, now))
         broken = _issue12_plan(store, config, report, view, candidates)
@@ -242,12 +212,7 @@ def run_tick(
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         _retention(config, store, clock.now())
         store.set_meta("last_tick", repr(clock.now()))
-        if store.url:  # issue 11: that one is any host's; doctor asks about this host's cron
-            from .pgidle import mirror
-
-            with Store(config.db_path) as local:
-                local.set_meta("last_tick", repr(clock.now()))
-                mirror(store, local, config)  # what the next idle tick compares (pgidle.py)
+        shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
 
 
