@@ -345,7 +345,7 @@ def run_chain_after_manual(ctx: object, store: Store, healer: object,
 def next_lines(config: object, task: Task, tasks: list[Task], now: float) -> list[str]:
     """`next <downstream>`: "after extract", and the upstream's next fire where it has one."""
     from .clock import to_dt
-    from .queries import next_fire
+    from .schedule import next_fire
 
     by_id = {t.id: t for t in tasks}
     lines = [schedule_text(task)]
