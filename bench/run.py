@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,9 +34,10 @@ SATURDAY = datetime.fromisoformat("2026-11-28T12:00:00+00:00")
 NAIVE_GOAL = {1000: 7.0, 10000: 20.0}  # tick must be at least this many times faster than naive
 FLOOR_GOAL = 2.0  # tick median <= 2 x floor.py median
 RSS_GOAL_MIB = 25.0
-ONE_DUE_GOAL_MS = 150.0
-DISPATCH_GOAL_MS = 60.0
-HUNDRED_DUE_GOAL_MS = 1000.0
+ONE_DUE_GOAL_MS = 85.0
+DISPATCH_GOAL_MS = 50.0
+HUNDRED_DUE_GOAL_MS = 400.0
+HEARTBEAT_GOAL = 1.3  # idle tick with heartbeat_url <= 1.3 x the idle tick without it
 LIST_GOAL_MS = 400.0
 GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specified at 1,000 tasks
 TIMEOUT_S = 600.0  # a child that runs longer than this is killed and its row marked FAILED
@@ -272,6 +274,18 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
                   samples=row.samples, failures=row.failures)
         rows.append(mem)
 
+    # -- the idle tick with heartbeat_url: pings a sink on 127.0.0.1 served by this process
+    log(f"tick N={base_n} nothing due, heartbeat_url set")
+    home = homes.make(f"heartbeat-{base_n}", base_n)
+    with Sink() as sink:
+        (home / "scheduler.yaml").write_text(f"heartbeat_url: {sink.url}\n", encoding="utf-8")
+        row = measure(Row("tick, nothing due, heartbeat_url set", base_n), runs,
+                      lambda i, h=home: tick_argv(h, SATURDAY), home,
+                      after=lambda i, s: _no_runs(s) or sink.take())
+    idle = next((r for r in rows if r.scenario == "tick, nothing due" and r.n == base_n), None)
+    judge_ratio(row, idle, HEARTBEAT_GOAL)
+    rows.append(row)
+
     # -- one due: base_n idle tasks + one `true` every minute
     log(f"tick N={base_n} one due")
     home = homes.make(f"one-due-{base_n}", base_n)
@@ -365,6 +379,41 @@ def _mentions(s: Sample, ids: list[str]) -> str | None:
     return None
 
 
+class Sink:
+    """An HTTP server on 127.0.0.1 (a thread of this process) that counts the GETs it answers."""
+
+    def __init__(self) -> None:
+        counts = self.counts = [0]
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                counts[0] += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"OK")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ping"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Sink:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def take(self) -> str | None:
+        """A warning unless exactly one ping arrived since the last call."""
+        got, self.counts[0] = self.counts[0], 0
+        return None if got == 1 else f"expected one heartbeat ping, the sink got {got}"
+
+
 # --------------------------------------------------------------------------- judging
 
 
@@ -391,6 +440,16 @@ def judge_idle_tick(row: Row, floor: Row | None, naive: Row | None) -> None:
     elif row.xnaive < want:
         misses.append(f"{row.xnaive:.2f}× naive")
     row.verdict = "misses by " + ", ".join(misses) if misses else "meets"
+
+
+def judge_ratio(row: Row, base: Row | None, goal: float) -> None:
+    """Judge `row` by its median over `base`'s median (the same tick without the extra)."""
+    ratio = _ratio(row.median, base.median if base else None)
+    row.goal = f"≤ {goal:g}× the idle tick"
+    if ratio is None:
+        row.verdict = "— (no idle tick at this N to compare)"
+    else:
+        row.verdict = f"{'meets' if ratio <= goal else 'misses'}: {ratio:.2f}× the idle tick"
 
 
 def judge_time(row: Row, goal_ms: float, goal_n: int) -> None:
@@ -504,6 +563,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--keep-env", action="store_true",
                    help="children get the caller's environment as is (PYTHONDONTWRITEBYTECODE)")
+    p.add_argument("--no-web", action="store_true",
+                   help="skip the dashboard rows (bench/web.py; needs requirements-dev.txt)")
     args = p.parse_args(argv)
     if args.runs is None:
         args.runs = 3 if args.quick else 7
@@ -575,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
         for w in r.warnings[:5]:
             print(f"! {r.scenario} N={r.n} {w}")
 
+    web_ok = True
+    if not args.no_web and not args.quick:
+        web_ok = run_web_rows()
+
     if args.json:
         payload = {
             "machine": info,
@@ -599,7 +664,22 @@ def main(argv: list[str] | None = None) -> int:
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"results written to {args.json}")
-    return 1 if failed else 0
+    return 1 if failed or not web_ok else 0
+
+
+def run_web_rows() -> bool:
+    """The dashboard's rows (issue 10), from bench/web.py: a real `scheduler.py web`."""
+    try:
+        import httpx  # noqa: F401 (bench/web.py drives the server with it)
+    except ImportError:
+        print("\nweb rows skipped: httpx missing (pip install -r requirements-dev.txt)")
+        return True
+    from web import print_rows, web_rows
+
+    print("\nMission Control (bench/web.py: 1,000 tasks, 100,000 runs, 25 requests a row)")
+    rows = web_rows()
+    print_rows(rows)
+    return all(r["ok"] for r in rows)
 
 
 if __name__ == "__main__":

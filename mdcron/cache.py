@@ -6,7 +6,9 @@ Per task file the state database keeps (tables task_cache and task_cache_data, s
   - what reading it gave: the id and enabled flag, the problems (JSON), the Task (JSON), and the
     outside paths its checks looked at (deps: a cwd, a script), to see when they move;
   - next_due: the first fire strictly after max(last_slot, not_before - 1 µs), the earliest slot
-    decide() could run, with the (last_slot, not_before, system zone) it was computed from.
+    decide() could run, with the (last_slot, not_before, system zone) it was computed from; and
+    due_after, the fire after next_due (schema 4; NULL: unknown), so that a plain due slot (see
+    plain_due) is decided, and the next next_due known, without croniter before the task starts.
 A row counts while its file's stat is unchanged and not racily clean, its deps resolve as before
 and meta cache_key (cache format, version, code, scheduler.yaml, $HOME) still holds; next_due
 counts while task_state still holds the values it came from. Only candidates (next_due <= now)
@@ -38,7 +40,7 @@ from .task import Task, TaskSet, find_duplicate_ids
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
 _PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
 _ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
-         " next_due, due_last, due_nb, due_zone FROM task_cache")
+         " next_due, due_last, due_nb, due_zone, due_after FROM task_cache")
 EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # no problems
 _STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
            " path FROM task_state")
@@ -121,6 +123,28 @@ def next_due(task: Task, config: Config, last_slot: float | None,
     return fire.timestamp() if fire is not None else None
 
 
+def fire_after(task: Task, config: Config, fire: float | None) -> float | None:
+    """The fire strictly after `fire` (None: none, or no `fire`)."""
+    from .schedule import schedule_of
+
+    if fire is None or task.after:  # a chain has no fire of its own (next_due above)
+        return None
+    after = schedule_of(task, config).next_after(to_dt(fire))
+    return after.timestamp() if after is not None else None
+
+
+PLAIN_LATE = 59.0  # decide(): a slot under 60 s late runs whatever catchup says (margin: 1 s)
+
+
+def plain_due(next_due: float | None, due_after: float | None, now: float) -> bool:
+    """What decide() says, known from the cache alone: when next_due (the first fire after the
+    floors) is at or before now, the fire after it is later than now, and now is less than a
+    minute past it, decide() runs next_due, on time, with nothing coalesced (missed 0). Every
+    other case (late, several fires passed, an unknown due_after) goes through decide()."""
+    return (next_due is not None and due_after is not None and next_due <= now
+            and due_after > now + fastpath.DUE_SLACK and now - next_due < PLAIN_LATE)
+
+
 def _zone_bound(task: Task, config: Config) -> bool:
     return task.timezone is None and config.timezone is None
 
@@ -143,6 +167,8 @@ class Entry:
     due_last: float | None = None
     due_nb: float | None = None  # None: next_due not computed
     due_zone: str = ""
+    due_after: float | None = None  # the fire after next_due; None: unknown
+    due_prepared: bool = False  # due_after found after the claim: complete() writes it
     task: Task | None = None  # read or decoded when needed
     parsed: bool = False  # read from the file in this pass: its row is written
     due_dirty: bool = False  # next_due recomputed: written
@@ -259,15 +285,64 @@ class View:
         tasks = self.candidates(states, now, compute=False)
         return tasks, {t.id: _task_state(states[t.id]) for t in tasks}
 
+    def plain(self, tasks: Iterable[Task], states: dict[str, StateRow],
+              now: float) -> dict[str, float]:
+        """id -> slot for the tasks whose decision the cache alone knows (plain_due): run
+        next_due. Only rows whose due key still holds (candidates() made sure of it)."""
+        by_id = {e.id: e for e in self.valid}
+        out = {}
+        for task in tasks:
+            e, state = by_id.get(task.id), states.get(task.id)
+            if (e is not None and state is not None and e.due_known(state, self.zone)
+                    and plain_due(e.next_due, e.due_after, now)):
+                out[task.id] = e.next_due  # type: ignore[assignment]
+        return out
+
     def claimed(self, planned: Iterable[tuple[Task, float]],
                 states: dict[str, StateRow]) -> None:
         """Once (task, slot) is claimed, last_slot = slot: next_due moves past it. Computed now
-        so the next tick need not; if the claim does not happen, the due key will not match."""
+        so the next tick need not; if the claim does not happen, the due key will not match.
+        When slot is next_due, the new next_due is due_after (no croniter before the run);
+        the fire after it is left to complete(), once the tasks have started."""
         by_id = {e.id: e for e in self.valid}
         for task, slot in planned:
             e, state = by_id.get(task.id), states.get(task.id)
-            if e is not None and state is not None:
+            if e is None or state is None:
+                continue
+            if (e.due_after is not None and e.next_due == slot and e.due_nb == state[2]
+                    and e.due_known(state, self.zone)):
+                e.next_due, e.due_after, e.due_last, e.due_dirty = e.due_after, None, slot, True
+            else:
                 self._set_due(e, task, slot, state[2])
+
+    def _incomplete(self) -> list[Entry]:
+        return [e for e in self.entries if e.due_dirty and e.due_after is None
+                and e.next_due is not None and e.task is not None and not e.skip]
+
+    def prepare_complete(self) -> None:
+        """The fire after next_due where claimed() left it unknown (croniter): pure, so the
+        tick does it while the tasks run."""
+        for e in self._incomplete():
+            e.due_after = fire_after(e.task, self.config, e.next_due)  # type: ignore[arg-type]
+            e.due_prepared = True
+
+    def complete(self, store: Store) -> None:
+        """After the runs started: write the fires prepare_complete found (computing any it did
+        not), only where the row still holds the due key they were computed from."""
+        self.prepare_complete()
+        done = [e for e in self.entries if e.due_prepared]
+        if self.key is None or not done:
+            return
+        try:
+            with store.write() as db:
+                db.executemany(
+                    "UPDATE task_cache SET due_after = ? WHERE path = ? AND next_due IS ?"
+                    " AND due_last IS ? AND due_nb IS ? AND due_zone = ?",
+                    [(e.due_after, e.path, e.next_due, e.due_last, e.due_nb, e.due_zone)
+                     for e in done])
+                _write_summary(db, self.key, self.config)
+        except sqlite3.Error:
+            pass
 
     def due_hints(self, states: dict[str, TaskState]) -> dict[str, tuple[float, float | None]]:
         """id -> (floor, next_due) where next_due still holds: next_due is the first fire
@@ -285,6 +360,7 @@ class View:
 
     def _set_due(self, e: Entry, task: Task, last_slot: float | None, not_before: float) -> None:
         e.next_due = next_due(task, self.config, last_slot, not_before)
+        e.due_after = fire_after(task, self.config, e.next_due)
         e.due_last, e.due_nb, e.due_dirty = last_slot, not_before, True
         e.due_zone = self.zone if _zone_bound(task, self.config) else ""
 
@@ -296,7 +372,8 @@ class View:
         rows = [e for e in self.entries if e.stat is not None and not e.skip
                 and (e.parsed or self.rebuild) and (e.task is not None or e.id is None)]
         written = {e.path for e in rows}
-        dues = [(e.next_due, e.due_last, e.due_nb, e.due_zone, e.path) for e in self.entries
+        dues = [(e.next_due, e.due_last, e.due_nb, e.due_zone, e.due_after, e.path)
+                for e in self.entries
                 if e.due_dirty and e.path not in written and not e.skip]
         drop = self.removed + [e.path for e in self.entries if e.stat is None or e.skip]
         if not (rows or dues or drop or self.rebuild):
@@ -311,7 +388,7 @@ class View:
                 db.executemany(
                     "INSERT OR REPLACE INTO task_cache(path, size, mtime_ns, ino, ctime_ns,"
                     " read_ns, deps, task_id, enabled, problems, next_due, due_last, due_nb,"
-                    " due_zone) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " due_zone, due_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (_row(e) for e in rows),
                 )
                 data = [(e.path, text, zlib.crc32(text.encode())) for e in rows
@@ -321,7 +398,7 @@ class View:
                 db.executemany("DELETE FROM task_cache_data WHERE path = ?",
                                ((e.path,) for e in rows if e.task is None))
                 db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
-                               " due_zone = ? WHERE path = ?", dues)
+                               " due_zone = ?, due_after = ? WHERE path = ?", dues)
                 _write_summary(db, self.key, self.config)
         except sqlite3.Error:
             pass
@@ -335,7 +412,8 @@ class View:
 def _row(e: Entry) -> tuple:
     size, mtime_ns, ino, ctime_ns = e.stat  # type: ignore[misc]
     return (e.path, size, mtime_ns, ino, ctime_ns, e.read_ns, e.deps, e.id, int(e.enabled),
-            problems_to_json(e.problems), e.next_due, e.due_last, e.due_nb, e.due_zone)
+            problems_to_json(e.problems), e.next_due, e.due_last, e.due_nb, e.due_zone,
+            e.due_after)
 
 
 def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
@@ -431,7 +509,7 @@ def load(config: Config, *, cached: bool = True) -> View:
 
 def _from_row(row: tuple, stat: fastpath.Stat) -> Entry | None:
     (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
-     due, due_last, due_nb, due_zone) = row
+     due, due_last, due_nb, due_zone, due_after) = row
     if ((size, mtime_ns, ino, ctime_ns) != stat or fastpath.racy(stat, read_ns)
             or not fastpath.deps_ok(deps)):
         return None
@@ -440,7 +518,7 @@ def _from_row(row: tuple, stat: fastpath.Stat) -> Entry | None:
     except Damaged:
         return None
     return Entry(path, stat, read_ns, deps, task_id, bool(enabled), found, due, due_last, due_nb,
-                 due_zone)
+                 due_zone, due_after)
 
 
 def _read(path: str, stat: fastpath.Stat | None, read_ns: int, config: Config) -> Entry:

@@ -112,6 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("doctor", "check the home: permissions, database, crontab line, config,"
             " destinations, API key; print each problem with its fix")
     c.add_argument("--json", action="store_true")
+    c = cmd("daemon", "run a tick at the start of every minute, in the foreground (no cron"
+            " needed: containers); SIGTERM stops it")
+    c.add_argument("--log-format", choices=["text", "json"], default="text")
+    c = cmd("install", "add the tick to this user's crontab, or write systemd units")
+    how = c.add_mutually_exclusive_group(required=True)
+    how.add_argument("--cron", action="store_true", help="a crontab line (through `crontab`)")
+    how.add_argument("--systemd", action="store_true", help="systemd units")
+    c.add_argument("--user", action="store_true", help="systemd: user units (~/.config)")
+    c.add_argument("--timer", action="store_true",
+                   help="systemd: a .timer starting the tick each minute instead of the daemon")
+    c.add_argument("--print", action="store_true", help="show what it would write; change nothing")
+    c = cmd("uninstall", "remove exactly what `install` added")
+    how = c.add_mutually_exclusive_group(required=True)
+    how.add_argument("--cron", action="store_true")
+    how.add_argument("--systemd", action="store_true")
+    c.add_argument("--user", action="store_true")
     c = cmd("revert-heal", "restore the files the task's last self-heal changed")
     c.add_argument("id")
     c.add_argument("--force", action="store_true", help="even if they changed since")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 
 from .clock import parse_instant, to_dt
@@ -16,7 +17,6 @@ from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
-    from .aftermath import duplicate_ids, tick_crashed
     from .store import StoreError
     from .tick import run_tick
     from .ticklog import TickLog
@@ -36,9 +36,13 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         error = traceback.format_exc()
         say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
         if not args.dry_run:
+            from .aftermath import tick_crashed
+
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
     if report.duplicates and not args.dry_run:
+        from .aftermath import duplicate_ids  # imported here: not before a task starts
+
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
@@ -555,3 +559,39 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
     else:
         print_checks(checks)
     return PROBLEM if any(c.status == "fail" for c in checks) else OK
+
+
+def cmd_daemon(config: Config, args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+
+    return run_daemon(config.home, config.stop_grace, config.kill_grace, args.log_format)
+
+
+def cmd_install(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, install_cron, install_systemd, systemd_units, unit_dir
+
+    try:
+        if args.cron:
+            print(install_cron(config.home, os.environ, args.print))
+        else:
+            units = systemd_units(config.home, os.environ, args.user, args.timer,
+                                  config.stop_grace, config.kill_grace)
+            print(install_systemd(units, unit_dir(args.user, os.environ), args.user, args.print))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK
+
+
+def cmd_uninstall(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, uninstall_cron, uninstall_systemd, unit_dir
+
+    try:
+        if args.cron:
+            print(uninstall_cron(config.home, os.environ))
+        else:
+            print(uninstall_systemd(config.home, unit_dir(args.user, os.environ), args.user))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK

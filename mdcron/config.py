@@ -30,6 +30,7 @@ class Config:
     output_tail_bytes: int = 4096  # kept in the database per run
     retention_days: int = 90
     kill_grace: float = 5.0  # TERM → KILL grace on timeout, seconds
+    stop_grace: float = 30.0  # `daemon`: how long running tasks may finish after SIGTERM
     secret_env: tuple[str, ...] = ()  # env names or globs (e.g. "*_TOKEN") never passed to tasks
     claude_config_dir: Path | None = None  # CLAUDE_CONFIG_DIR for every child; default state/claude
     cwd_policies: dict[str, str] = field(default_factory=dict)  # name -> folder
@@ -91,7 +92,7 @@ class ConfigError(Exception):
 _KNOWN = {
     "timezone", "max_parallel", "catchup", "log_max_bytes", "output_tail_bytes",
     "retention_days", "kill_grace", "secret_env", "claude_config_dir", "cwd_policies",
-    "allow_outside_home",
+    "allow_outside_home", "stop_grace",
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
     "max_heals_per_tick", "probation", "resources",
 }
@@ -153,7 +154,7 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str]
                 values[key] = whole_number(data[key], 1)
             except ValueError as exc:
                 err(key, str(exc))
-    for key in ("catchup", "kill_grace", "probation"):
+    for key in ("catchup", "kill_grace", "probation", "stop_grace"):
         if key in data:
             try:
                 values[key] = parse_duration(data[key])

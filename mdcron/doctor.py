@@ -28,6 +28,10 @@ from .heartbeat import ENV_REF, STALE_TICK
 from .notify_config import NotifyConfig, parse_notify_config, scheme_of
 from .problems import Problem
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .crontab_line import TickLine
+
 ALERT_EVERY = 3600.0  # the same emergency is alerted at most once an hour
 MARKER = "emergency-alert.json"  # in state/: {what: {"digest": ..., "at": ...}}
 
@@ -185,7 +189,7 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
     checks += config_checks
     checks.append(database_check(home))
     checks.append(_last_tick(home, now))
-    checks.append(_crontab(home, environ))
+    checks += _crontab_or_daemon(home, environ, now)
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
@@ -390,16 +394,31 @@ def _last_tick(home: Path, now: float) -> Check:
     return Check("last tick", "ok", f"{format_duration(max(0.0, age))} ago")
 
 
+def _crontab_or_daemon(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
+    """The crontab line, and the daemon when one runs (or died): either one starting the
+    ticks is enough."""
+    from .daemon import daemon_status
+
+    crontab = _crontab(home, environ)
+    found = daemon_status(home, now)
+    if found is None:
+        return [crontab]
+    state, detail = found
+    if state == "alive":
+        if crontab.status != "ok":
+            crontab = Check("crontab", "ok", "not needed: the daemon starts the ticks")
+        return [Check("daemon", "ok", detail), crontab]
+    fix = "start it again (`scheduler.py daemon`), or rely on the crontab line"
+    return [Check("daemon", "warn" if crontab.status == "ok" else "fail", detail, fix), crontab]
+
+
 def _crontab(home: Path, environ: Mapping[str, str]) -> Check:
     import shutil
     import subprocess
 
-    code = Path(__file__).resolve().parent.parent  # the folder holding scheduler.py
-    if code == home.resolve():
-        line = f"* * * * * cd {home} && .venv/bin/python scheduler.py tick >> logs/tick.log 2>&1"
-    else:
-        line = (f"* * * * * {sys.executable} {code / 'scheduler.py'} --home {home} tick"
-                f" >> {home / 'logs' / 'tick.log'} 2>&1")
+    from .crontab_line import line_for
+
+    line = line_for(str(home), environ)
     binary = shutil.which("crontab", path=environ.get("PATH"))
     if binary is None:
         return Check("crontab", "warn", "no crontab command on PATH", f"install cron; then: {line}")
@@ -408,47 +427,51 @@ def _crontab(home: Path, environ: Mapping[str, str]) -> Check:
                                 env=dict(environ))
     except (OSError, subprocess.SubprocessError) as exc:
         return Check("crontab", "warn", f"`crontab -l` failed: {exc}", f"add: {line}")
-    entries = [s for s in listed.stdout.splitlines()
-               if s.strip() and not s.lstrip().startswith("#")
-               and "scheduler.py" in s and "tick" in s]
-    here = [s for s in entries if str(home) in s or f"MDCRON_HOME={home}" in s]
+    return judge_crontab(listed.stdout, home, environ, line)
+
+
+def judge_crontab(listing: str, home: Path, environ: Mapping[str, str], line: str) -> Check:
+    """The crontab check from `crontab -l`'s text: each line read as the shell runs it (`cd`
+    first), so a relative interpreter or --home is resolved where the line says."""
+    from .crontab_line import parse
+
+    cron_home = environ.get("HOME")
+    ticks = [(s, t) for s in listing.splitlines() if (t := parse(s, cron_home)) is not None]
+    here = [(s, t) for s, t in ticks
+            if t.home is not None and os.path.realpath(t.home) == os.path.realpath(home)]
     if here:
-        old = _crontab_python(here[0], home, environ)
+        text, tick = here[0]
+        old = _crontab_python(tick, environ)
         if old:
-            return Check("crontab", "fail", f"{here[0].strip()}: {old}",
-                         "point the line at .venv/bin/python (Python 3.11 or newer)")
-        return Check("crontab", "ok", here[0].strip())
-    if entries:
-        return Check("crontab", "warn", f"a tick line for another folder: {entries[0].strip()}",
-                     f"add a line for this home: {line}")
+            return Check("crontab", "fail", f"{text.strip()}: {old}",
+                         f"point the line at a Python 3.11 or newer, e.g.: {line}")
+        return Check("crontab", "ok", text.strip())
+    if ticks:
+        return Check("crontab", "warn", f"a tick line for another folder: {ticks[0][0].strip()}",
+                     f"add a line for this home (`scheduler.py install --cron` does): {line}")
     return Check("crontab", "fail", "no crontab line runs `scheduler.py tick` for this home",
-                 f"`crontab -e` and add: {line}")
+                 f"`scheduler.py install --cron`, or `crontab -e` and add: {line}")
 
 
-def _crontab_python(line: str, home: Path, environ: Mapping[str, str]) -> str | None:
+def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
     """What is wrong with the interpreter the crontab line starts, or None."""
-    import shlex
     import subprocess
 
-    try:
-        words = shlex.split(line)
-    except ValueError:
+    from .crontab_line import resolve_python
+
+    if not tick.python:
         return None
-    found = [w for w in words if os.path.basename(w).startswith("python")]
-    if not found:
-        return None
-    program = found[0] if os.path.isabs(found[0]) else os.path.join(home, found[0])
-    if "/" not in found[0]:
-        program = found[0]  # looked up on cron's PATH
+    program = resolve_python(tick, environ)
     try:
         out = subprocess.run([program, "-c", "import sys; print(*sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=20, cwd=home,
+                             capture_output=True, text=True, timeout=20,
+                             cwd=tick.cwd if tick.cwd and os.path.isdir(tick.cwd) else None,
                              env=dict(environ))
         major, minor = (int(x) for x in out.stdout.split())
     except (OSError, ValueError, subprocess.SubprocessError):
-        return f"{found[0]} cannot be started"
+        return f"{tick.python} cannot be started"
     if (major, minor) < MIN_PYTHON:
-        return f"{found[0]} is Python {major}.{minor}; mdcron needs 3.11 or newer"
+        return f"{tick.python} is Python {major}.{minor}; mdcron needs 3.11 or newer"
     return None
 
 

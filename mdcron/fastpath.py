@@ -31,7 +31,7 @@ import time
 
 from .schema import SCHEMA_VERSION  # a module of SQL text: nothing imported, stdlib-only path
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 RETENTION_EVERY = 86400.0  # seconds between retention passes (tick._retention)
 RACY_NS = 2_000_000_000  # a file changed this close to its reading is read again next time
 DUE_SLACK = 1e-6  # a next_due this close to now counts as due: decide() has the final word

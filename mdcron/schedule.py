@@ -184,8 +184,28 @@ def _croniter(spec: str, day_or: bool) -> Any:
     return _croniter_for(spec, day_or, threading.get_ident())
 
 
+def _load_croniter() -> None:
+    """Import croniter without its import-time 32-bit probe running `file -b <python>` (a
+    fork+exec through platform.architecture, 15-90 ms per tick on a 2-core machine): while it
+    imports, platform.architecture answers from the pointer size, the probe's own first test."""
+    import sys
+
+    if "croniter" in sys.modules:
+        return
+    import platform
+    import struct
+
+    real = platform.architecture
+    platform.architecture = lambda *_a, **_k: (f"{struct.calcsize('P') * 8}bit", "")
+    try:
+        import croniter  # noqa: F401
+    finally:
+        platform.architecture = real
+
+
 @lru_cache(maxsize=512)
 def _croniter_for(spec: str, day_or: bool, thread: int) -> Any:
+    _load_croniter()
     from croniter import croniter
 
     return croniter(spec, datetime(2000, 1, 1), day_or=day_or)
@@ -236,6 +256,7 @@ class CronSchedule:
         """Walk matching wall times from `start` (up: those > start; down: those <= start) and
         return the first instant(w) beyond t (up: > t; down: <= t). `instant` must be
         monotone in w, which first and last passes are."""
+        _load_croniter()
         from croniter import CroniterBadDateError
 
         it = _croniter(self.spec, self.day_or)
@@ -380,6 +401,7 @@ def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
     if not day_stars and "*" in (canon[2], canon[4]):
         canon[2] = canon[4] = "*"  # OR with an unrestricted side: every day
     spec = " ".join(canon)
+    _load_croniter()
     from croniter import CroniterBadDateError, CroniterError
 
     try:

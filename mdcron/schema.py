@@ -4,7 +4,7 @@ Append a step for every change; never edit a step that has shipped (a user's dat
 went through it).
 """
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
@@ -146,5 +146,9 @@ MIGRATIONS: list[str] = [
         task TEXT NOT NULL,               -- JSON of the Task
         crc INTEGER NOT NULL
     );
+    """,
+    # 4: the fire after next_due (cache.py), so a plain due slot is decided without croniter.
+    """
+    ALTER TABLE task_cache ADD COLUMN due_after REAL; -- the fire after next_due; NULL: unknown
     """,
 ]

@@ -64,16 +64,22 @@ class TickReport:
 
 
 def plan(
-    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float
+    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float,
+    plain: dict[str, float] | None = None,
 ) -> list[Planned]:
-    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`."""
-    from .schedule import decide, schedule_of
-
+    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`.
+    `plain`: id -> the slot the cache alone knows decide() runs (cache.plain_due); those are
+    planned without croniter, their reason left "" until fill_reasons (after the runs start)."""
     out: list[Planned] = []
     now_dt = to_dt(now)
     for task in tasks:
         if not task.enabled or task.after:  # chains run from their upstreams' rows (chains.py)
             continue
+        if plain and task.id in plain:
+            out.append(Planned(task, "run", plain[task.id], ""))
+            continue
+        from .schedule import decide, schedule_of
+
         state = states.get(task.id) or observe(None, task, now)
         decision = decide(
             schedule_of(task, config),
@@ -88,6 +94,15 @@ def plan(
                         decision.missed)
             )
     return out
+
+
+def fill_reasons(planned: list[Planned], config: Config) -> None:
+    """The reason decide() gives a plain due slot, for the ones plan() left without."""
+    from .schedule import _show, schedule_of
+
+    for p in planned:
+        if not p.reason and p.action == "run":
+            p.reason = f"due: fire at {_show(to_dt(p.slot), schedule_of(p.task, config).zone)}"
 
 
 def run_tick(
@@ -135,7 +150,8 @@ def run_tick(
             _after_recovery(store, config, report.recovered, now, environ, say)
         rows = view.observe(store, now)
         candidates = view.candidates(rows, now)
-        report.planned = plan(candidates, task_states(rows, candidates), config, now)
+        report.planned = plan(candidates, task_states(rows, candidates), config, now,
+                              view.plain(candidates, rows, now))
         broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
@@ -166,9 +182,13 @@ def run_tick(
         from .resource_runs import start as start_deferred
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
-        report.ladders = _run_all(ctx, to_run, say, healer)
+        report.ladders = _run_all(ctx, to_run, say, healer,
+                                  meanwhile=lambda: (view.prepare_complete(),
+                                                     fill_reasons(report.planned, config)))
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                        strict=True)]
+        view.complete(store)  # croniter only now, once the tasks started (or ran)
+        fill_reasons(report.planned, config)
         for rid, o in uses.join():
             report.ladders.append(o)
             report.results.append((o.task, rid, o.final))
@@ -210,8 +230,10 @@ def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
 
 def _run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
-    healer: Healer | None,
+    healer: Healer | None, meanwhile: Callable[[], object] | None = None,
 ) -> list[LadderOutcome]:
+    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
+    starts when they run one by one here)."""
     if not to_run:
         return []
 
@@ -244,7 +266,13 @@ def _run_all(
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-        return list(pool.map(one, to_run))
+        outcomes = pool.map(one, to_run)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # an optimisation only: its work is done again after the runs
+                pass
+        return list(outcomes)
 
 
 def _after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
