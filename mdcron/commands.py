@@ -70,7 +70,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
 def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
     (enabled again before the pass, so their next slot runs). pause.py."""
-    from .pause import maintenance, resume_due
+    from .actions import resume_due
+    from .pause import maintenance
 
     marker = maintenance(str(config.home))
     if marker is not None:
