@@ -95,9 +95,10 @@ def _load_task(config: Config, task_id: str):
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from .aftermath import after_ladder, finish_tick
+    from .dispatch import describe_outcome
     from .execute import RunContext, current_owner
     from .ladder import run_manual
-    from .tick import default_healer, describe_outcome
+    from .tick import default_healer
 
     task = _load_task(config, args.id)
     clock = clock_from(None)

@@ -51,7 +51,7 @@ def last_successes(store: Store, task_ids: list[str], before: float) -> dict[str
 
 def apply(planned: list, store: Store, config: object) -> None:
     """Turn planned runs of once_per tasks that already succeeded this period into skips
-    (in place; `planned` holds tick.Planned)."""
+    (in place; `planned` holds dispatch.Planned)."""
     mine = [p for p in planned if p.task.once_per and p.action == "run"]
     if not mine:
         return
