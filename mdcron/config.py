@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .claude_settings import ClaudeConfig, parse_claude_config
-from .heartbeat import ENV_REF
+from .envref import ENV_REF
 from .notify_config import NotifyConfig, parse_notify_config
 from .problems import Problem, unknown_key
 from .units import DurationError, parse_duration, whole_number

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import CONFIG_NAME, Config, ConfigError, load_config
-from .heartbeat import ENV_REF, STALE_TICK
+from .envref import ENV_REF
+from .heartbeat import STALE_TICK
 from .notify_config import NotifyConfig, parse_notify_config, scheme_of
 from .problems import Problem
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from .heartbeat import ENV_REF, SCHEME, scheme_of  # noqa: F401  (scheme_of: re-exported)
+from .envref import ENV_REF, SCHEME
+from .heartbeat import scheme_of  # noqa: F401  (re-exported)
 from .problems import Problem, unknown_key
 from .units import DurationError, parse_duration, whole_number
 

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mdcron.heartbeat import ping, with_fail
+from mdcron.envref import SCHEME
+from mdcron.heartbeat import ping, plain_url, scheme_of, with_fail
 from tests.http_sink import HttpSink, http_sink_fixture  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,10 +57,27 @@ def test_a_proxy_in_the_environment_goes_through_urllib(http_sink: HttpSink):
     assert http_sink.requests[-1].path == "http://heartbeat.invalid/ping"
 
 
+def test_plain_url_takes_only_what_the_direct_get_can():
+    assert plain_url("http://h.example:8080/p/x?a=1&b=%20#f") == (
+        "http", "h.example", "8080", "/p/x?a=1&b=%20#f")
+    assert plain_url("https://hc-ping.com") == ("https", "hc-ping.com", None, "")
+    assert plain_url("https://h?x=1") == ("https", "h", None, "?x=1")
+    for other in ("ftp://h/", "http://user@h/", "http://[::1]:80/", "http://h:/", "http://h:1x/",
+                  "http://h/a b", "http://h#f", "http:///p", "h/p", "http://h:123456/"):
+        assert plain_url(other) is None, other
+
+
+def test_scheme_of_agrees_with_the_scheme_pattern():
+    for url in ("https://x/y", " tgram://a/b", "json://h", "a+b.c-d://x", "1abc://x", "://x",
+                "no scheme", "", "ht tp://x", "é://x", "x:/y"):
+        match = SCHEME.match(url.strip())
+        assert scheme_of(url) == (f"{match.group(1)}://…" if match else "(not a URL)"), url
+
+
 def test_a_plain_ping_imports_neither_urllib_request_nor_http_client(http_sink: HttpSink):
     code = ("import sys; from mdcron.heartbeat import ping;"
             f" assert ping({http_sink.url('/p')!r}, False, {{}}) is None;"
-            " print(sorted(m for m in ('urllib.request', 'http.client', 'ssl')"
+            " print(sorted(m for m in ('urllib.request', 'http.client', 'ssl', 're')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=30, env={"PATH": "/usr/bin:/bin"})
