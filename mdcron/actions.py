@@ -34,7 +34,7 @@ def load_task(config: Config, task_id: str) -> Task:
 def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None, now: float,
                 until: float | None = None) -> Task:
     """`enable` / `disable [--reason] [--until]`: edit the file (only those keys), record the
-    state; a pause with `until` ends by itself (pause.resume_due, called by the tick)."""
+    state; a pause with `until` ends by itself (resume_due below, called by the tick)."""
     from .frontmatter_edit import edit_task_file
     from .pause import set_pause
 
@@ -64,3 +64,21 @@ def start_run(config: Config, task_id: str, environ: dict[str, str] | None = Non
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True, env=dict(os.environ if environ is None else environ),
         )
+
+
+def resume_due(config: Config, now: float) -> list[str]:
+    """Enable every task whose timed pause is over; returns one line per task for the tick.
+    (Here, not in pause.py: the idle fast path imports pause.py and needs none of this.)"""
+    from .pause import pauses, set_pause
+
+    home = str(config.home)
+    due = [task_id for task_id, p in pauses(home).items() if p["until"] <= now]
+    lines = []
+    for task_id in due:
+        try:
+            task = set_enabled(config, task_id, True, None, now)
+            lines.append(f"{task.id}: pause over, enabled again in {task.path}")
+        except ActionError as exc:
+            lines.append(f"mdcron: could not end the pause of {task_id}: {exc}")
+            set_pause(home, task_id, None)
+    return lines

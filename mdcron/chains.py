@@ -231,10 +231,10 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
                run_all: Callable[[list[tuple[Task, int]]], list], say: Callable[[str], None],
                healer: object) -> list[tuple[Task, int, object]]:
     """Claim and run eligible downstreams, round after round, until nothing new is claimed.
-    `run_all` runs [(task, run id)] and returns their ladder outcomes (tick._run_all).
+    `run_all` runs [(task, run id)] and returns their ladder outcomes (dispatch.run_all).
     Returns [(task, run id, LadderOutcome)]."""
+    from .dispatch import Planned, describe_outcome
     from .resource_runs import start as start_deferred
-    from .tick import Planned, describe_outcome
 
     done: list[tuple[Task, int, object]] = []
     for _ in range(MAX_ROUNDS):
@@ -330,13 +330,13 @@ def run_chain_after_manual(ctx: object, store: Store, healer: object,
                            say: Callable[[str], None]) -> list:
     """`run <id>` succeeded: run what is now eligible, as a tick would (its rows say so)."""
     from .cache import load_task_set
-    from .tick import _run_all
+    from .dispatch import run_all
 
     tasks = load_task_set(ctx.config).tasks  # type: ignore[attr-defined]
     store.observe([(t.id, t.enabled, str(t.path)) for t in tasks], ctx.clock.now())  # type: ignore[attr-defined]
     _, broken = check_graph(tasks, {t.id: t.enabled for t in tasks})
     done = run_rounds(ctx, store, tasks, broken,
-                      lambda items: _run_all(ctx, items, say, healer), say,  # type: ignore[arg-type]
+                      lambda items: run_all(ctx, items, say, healer), say,  # type: ignore[arg-type]
                       healer)
     return [o for _, _, o in done]
 
@@ -344,7 +344,7 @@ def run_chain_after_manual(ctx: object, store: Store, healer: object,
 def next_lines(config: object, task: Task, tasks: list[Task], now: float) -> list[str]:
     """`next <downstream>`: "after extract", and the upstream's next fire where it has one."""
     from .clock import to_dt
-    from .queries import next_fire
+    from .schedule import next_fire
 
     by_id = {t.id: t for t in tasks}
     lines = [schedule_text(task)]

@@ -70,7 +70,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
 def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
     (enabled again before the pass, so their next slot runs). pause.py."""
-    from .pause import maintenance, resume_due
+    from .actions import resume_due
+    from .pause import maintenance
 
     marker = maintenance(str(config.home))
     if marker is not None:
@@ -94,9 +95,10 @@ def _load_task(config: Config, task_id: str):
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from .aftermath import after_ladder, finish_tick
+    from .dispatch import describe_outcome
     from .execute import RunContext, current_owner
     from .ladder import run_manual
-    from .tick import default_healer, describe_outcome
+    from .tick import default_healer
 
     task = _load_task(config, args.id)
     clock = clock_from(None)

@@ -51,11 +51,11 @@ def last_successes(store: Store, task_ids: list[str], before: float) -> dict[str
 
 def apply(planned: list, store: Store, config: object) -> None:
     """Turn planned runs of once_per tasks that already succeeded this period into skips
-    (in place; `planned` holds tick.Planned)."""
+    (in place; `planned` holds dispatch.Planned)."""
     mine = [p for p in planned if p.task.once_per and p.action == "run"]
     if not mine:
         return
-    from .schedule import schedule_of  # not before: a plain due slot starts without it
+    from .schedule import schedule_of  # not before: a plain due tick never loads schedule.py
 
     found = last_successes(store, [p.task.id for p in mine], max(p.slot for p in mine))
     for p in mine:

@@ -90,20 +90,3 @@ def idle_blocked(home: str, now: float) -> bool:
     if not os.path.exists(os.path.join(_state(home), PAUSES)):
         return False
     return any(p["until"] <= now for p in pauses(home).values())
-
-
-def resume_due(config, now: float) -> list[str]:  # config: Config (kept light for the import)
-    """Enable every task whose timed pause is over; returns one line per task for the tick."""
-    home = str(config.home)
-    due = [task_id for task_id, p in pauses(home).items() if p["until"] <= now]
-    lines = []
-    for task_id in due:
-        from .actions import ActionError, set_enabled
-
-        try:
-            task = set_enabled(config, task_id, True, None, now)
-            lines.append(f"{task.id}: pause over, enabled again in {task.path}")
-        except ActionError as exc:
-            lines.append(f"mdcron: could not end the pause of {task_id}: {exc}")
-            set_pause(home, task_id, None)
-    return lines

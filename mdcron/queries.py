@@ -9,6 +9,7 @@ from .clock import to_dt
 from .config import Config
 from .locks import holder_alive, lock_path, read_info
 from .problems import Problem
+from .schedule import next_fire as next_fire  # re-exported: `list` and the web use it
 from .store import TaskState, state_store
 from .task import Task
 from .units import format_duration
@@ -43,21 +44,6 @@ def zone_name(task: Task, config: Config) -> str:
     from .schedule import resolve_zone
 
     return task.timezone or config.timezone or str(resolve_zone(None))
-
-
-def next_fire(task: Task, config: Config, now: float,
-              due: tuple[float, float | None] | None = None) -> datetime | None:
-    """The first fire after now. `due`: the cache's (floor, next_due), the first fire after
-    floor: when floor <= now < next_due it is also the first fire after now."""
-    from .schedule import schedule_of
-
-    if not task.enabled or task.after:  # a chain has no fire times of its own
-        return None
-    if due is not None:
-        floor, first = due
-        if floor <= now and (first is None or now + 1e-6 < first):
-            return to_dt(first) if first is not None else None
-    return schedule_of(task, config).next_after(to_dt(now))
 
 
 def iso(ts: float | None) -> str | None:

@@ -38,7 +38,7 @@ class Deferred:
 
 def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: Healer | None,
           describe: Callable[[LadderOutcome], str]) -> Deferred:
-    """Start the pass for these tick.Planned runs (all of tasks with `uses:`)."""
+    """Start the pass for these dispatch.Planned runs (all of tasks with `uses:`)."""
     out = Deferred()
     if not planned:
         return out
@@ -52,10 +52,10 @@ def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: He
             return
         if got is not None:
             say(describe(got[1]))
-            with state_store(ctx.config) as store:  # its alerts when it ends (tick._after_one)
-                from .tick import _after_one
+            with state_store(ctx.config) as store:  # its alerts when it ends (dispatch.after_one)
+                from .dispatch import after_one
 
-                _after_one(store, ctx, got[1], say)
+                after_one(store, ctx, got[1], say)
             out.done.append(got)
 
     def work() -> None:

@@ -320,6 +320,20 @@ def schedule_of(task: Task, config: Config) -> Schedule:
     return found
 
 
+def next_fire(task: Task, config: Config, now: float,
+              due: tuple[float, float | None] | None = None) -> datetime | None:
+    """The task's first fire after now (None for a disabled task or a chain). `due`: the
+    cache's (floor, next_due), the first fire after floor: when floor <= now < next_due it is
+    also the first fire after now."""
+    if not task.enabled or task.after:  # a chain has no fire times of its own
+        return None
+    if due is not None:
+        floor, first = due
+        if floor <= now and (first is None or now + 1e-6 < first):
+            return datetime.fromtimestamp(first, UTC) if first is not None else None
+    return schedule_of(task, config).next_after(datetime.fromtimestamp(now, UTC))
+
+
 def parse_schedule(expression: str, zone: tzinfo) -> Schedule:
     """A Schedule for a cron line, macro, `@every <duration>` or `@at <date-time>`."""
     text = expression.strip()

@@ -7,7 +7,6 @@ make the next tick run the same slot again.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +15,11 @@ from typing import TYPE_CHECKING
 from . import shared_tick
 from .clock import Clock, to_dt
 from .config import Config
-from .escalation import Step
+from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .execute import RunContext, current_owner
 from .fastpath import RETENTION_EVERY
 from .healing import Healer
-from .ladder import LadderOutcome, execute_claimed
+from .ladder import LadderOutcome
 from .observe import observe
 from .outcome import Outcome, RunResult
 from .problems import Problem
@@ -30,16 +29,6 @@ from .task import Task
 
 if TYPE_CHECKING:
     from .cache import View
-
-
-
-@dataclass(slots=True)
-class Planned:
-    task: Task
-    action: str  # run | skip
-    slot: float
-    reason: str
-    missed: int = 0
 
 
 @dataclass(slots=True)
@@ -192,7 +181,7 @@ def run_tick(
         from .resource_runs import start as start_deferred
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
-        report.ladders = _run_all(ctx, to_run, say, healer,
+        report.ladders = run_all(ctx, to_run, say, healer,
                                   meanwhile=lambda: (view.prepare_complete(),
                                                      fill_reasons(report.planned, config)))
         report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
@@ -205,7 +194,7 @@ def run_tick(
         from .chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
 
         for task, rid, o in run_rounds(ctx, store, candidates, broken,
-                                       lambda items: _run_all(ctx, items, say, healer), say,
+                                       lambda items: run_all(ctx, items, say, healer), say,
                                        healer):
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
@@ -239,66 +228,6 @@ def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
     return broken
 
 
-def _run_all(
-    ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
-    healer: Healer | None, meanwhile: Callable[[], object] | None = None,
-) -> list[LadderOutcome]:
-    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
-    starts when they run one by one here)."""
-    if not to_run:
-        return []
-
-    def one(item: tuple[Task, int]) -> LadderOutcome:
-        task, run_id = item
-        with state_store(ctx.config) as store:  # one connection per thread
-            try:
-                task, skip_reason, unread_note = _read_comments(ctx, store, task)
-                if skip_reason is not None:
-                    store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
-                    result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
-                    outcome = LadderOutcome(task, result, Step.DONE, skip_reason,
-                                            steps=[(1, "run", result)])
-                else:
-                    outcome = execute_claimed(ctx, store, task, run_id, healer)
-                    if unread_note:  # why the comments were not read, on the run's row
-                        store.add_note(run_id, unread_note)
-            except Exception as exc:  # one task's failure never ends the tick
-                print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
-                result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
-                store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
-                outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
-            say(describe_outcome(outcome))
-            _after_one(store, ctx, outcome, say)
-        return outcome
-
-    workers = max(1, min(ctx.config.max_parallel, len(to_run)))
-    if workers == 1:
-        return [one(item) for item in to_run]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-        outcomes = pool.map(one, to_run)
-        if meanwhile is not None:
-            try:
-                meanwhile()
-            except Exception:  # an optimisation only: its work is done again after the runs
-                pass
-        return list(outcomes)
-
-
-def _after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
-               say: Callable[[str], None]) -> None:
-    """This ladder's alerts and incidents as soon as it ends, on this thread's own connection,
-    not when the slowest task of the tick ends; forced ones (timeout, suspension) are sent at
-    once, so a tick killed while another task still runs has already delivered them."""
-    from .aftermath import after_ladder, flush_now
-
-    now = ctx.clock.now()
-    after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
-    if outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT:
-        flush_now(store, ctx.config, now, ctx.environ, say)
-
-
 def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,
                     environ: dict[str, str] | None, say: Callable[[str], None]) -> None:
     from .aftermath import after_recovery, flush_now
@@ -319,54 +248,14 @@ def default_healer(config: Config, environ: dict[str, str], store: Store,
     return ClaudeHealer(config, environ, store, clock)
 
 
-def _read_comments(ctx: RunContext, store: Store,
-                   task: Task) -> tuple[Task, str | None, str | None]:
-    """Unread comments are read by Claude before the run: returns the task to run (an
-    `update` edits its file), a skip reason for `skip` / `pause`, and why the comments were
-    left unread (no key, a broken template, an API error) for the run's history row."""
-    unread = store.connect().execute(
-        "SELECT 1 FROM comments WHERE task_id = ? AND read_at IS NULL LIMIT 1", (task.id,)
-    ).fetchone()
-    if not unread:
-        return task, None, None  # the usual case: nothing imported, one indexed lookup
-    from .comments import UNREAD, check_comments
-
-    decision = check_comments(task, ctx.config, ctx.environ, store, ctx.clock.now())
-    if decision.action in ("skip", "pause"):
-        return task, f"comments: {decision.action} — {decision.reason}", None
-    if decision.action == "update" and decision.applied_updates:
-        from .ladder import reload_task
-
-        return reload_task(task, ctx.config), None, None
-    return task, None, decision.reason if decision.reason.startswith(UNREAD) else None
-
-
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
                environ: dict[str, str], say: Callable[[str], None]) -> None:
-    """The outbox and the heartbeat (each ladder's alerts came when it ended, in _after_one;
+    """The outbox and the heartbeat (each ladder's alerts came when it ended, in after_one;
     recovered runs' before the runs)."""
     from .aftermath import finish_tick, resolve_reenabled
 
     resolve_reenabled(store, now)
     finish_tick(store, config, now, report.exit_code != 0, environ, say)
-
-
-def describe_result(task: Task, result: RunResult) -> str:
-    from .units import format_duration
-
-    text = f"{task.id}: {result.outcome.value} in {format_duration(result.duration)}"
-    return text + (f" ({result.fail_reason})" if result.fail_reason else "")
-
-
-def describe_outcome(outcome: LadderOutcome) -> str:
-    text = describe_result(outcome.task, outcome.final)
-    if len(outcome.steps) > 1:
-        text += f" [{outcome.summary()}]"
-    if outcome.decision is Step.SUSPEND:
-        text += f"; suspended: {outcome.reason}"
-        if outcome.suspend_error:
-            text += f" ({outcome.suspend_error})"
-    return text
 
 
 def _problems_changed(store: Store, problems: list[Problem]) -> bool:
