@@ -340,7 +340,9 @@ class Daemon:
 
     def _stop(self) -> int:
         self.log("stopping", running_ticks=len(self.ticks), grace=f"{self.stop_grace:g}s")
-        seen = self.stop_requests
+        # the first request started this stop; any other, even one that came before this line
+        # ran (a second SIGTERM right after the first), ends the grace at once
+        seen = 1
         deadline = time.monotonic() + self.stop_grace
         while True:
             self.reap()
