@@ -20,7 +20,7 @@ if str(REPO) not in sys.path:
 
 from fake_anthropic import fake_claude  # noqa: E402, F401  (fixture)
 from http_sink import http_sink_fixture  # noqa: E402, F401  (fixture `http_sink`)
-from pg_server import pg_server, pg_url, state_url  # noqa: E402, F401  (fixtures: issue 11)
+from pg_server import pg_server, pg_url, state_url, state_url_env  # noqa: E402, F401  (fixtures: issue 11)
 
 
 @pytest.fixture

@@ -58,3 +58,14 @@ def pg_url(pg_server: str) -> str:
 def state_url(request) -> str | None:
     """Run a test on both state back ends: None (SQLite) or a fresh PostgreSQL database."""
     return None if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def state_url_env(state_url: str | None, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """The test on both state back ends, through MDCRON_STATE_URL as cron's tick would read it
+    (use with `pytestmark = pytest.mark.usefixtures("state_url_env")`)."""
+    if state_url:
+        monkeypatch.setenv("MDCRON_STATE_URL", state_url)
+    else:
+        monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
+    return state_url

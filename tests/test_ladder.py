@@ -19,14 +19,8 @@ from mdcron.tick import run_tick
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture(autouse=True)
-def backend(state_url, monkeypatch):
-    """Every ladder test on both state back ends (issue 11): the in-process tick reads
-    MDCRON_STATE_URL like cron's would."""
-    if state_url:
-        monkeypatch.setenv("MDCRON_STATE_URL", state_url)
-    else:
-        monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
+# every ladder test on both state back ends (issue 11), through MDCRON_STATE_URL
+pytestmark = pytest.mark.usefixtures("state_url_env")
 
 
 class StandInHealer:
