@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from .clock import to_dt
 from .config import Config
@@ -13,6 +14,9 @@ from .schedule import next_fire as next_fire  # re-exported: `list` and the web 
 from .store import TaskState, state_store
 from .task import Task
 from .units import format_duration
+
+if TYPE_CHECKING:
+    from .cache import View
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +33,11 @@ def load_all(config: Config) -> Loaded:
     from .cache import load
 
     view = load(config)
-    tasks = view.task_set().tasks
+    return loaded_with_state(config, view, view.task_set().tasks)
+
+
+def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
+    """The tasks of a loaded cache view with their state rows and last runs (closes the view)."""
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
     if config.state_exists:

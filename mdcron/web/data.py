@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..clock import to_dt
 from ..config import Config, ConfigError, load_config
-from ..queries import Loaded, explain, iso, list_rows
+from ..queries import Loaded, explain, iso, list_rows, loaded_with_state
 from ..store import state_store
 from ..task import Task
 
@@ -57,14 +57,7 @@ def load_all(config: Config) -> Loaded:
                 _TASKS[e.path] = (e.stat, t)
     if len(_TASKS) > 2 * len(view.entries) + 100:
         _TASKS.clear()
-    states: dict = {}
-    last: dict = {}
-    if config.state_exists:
-        with state_store(config) as store:
-            states, last = store.task_states(), store.last_runs()
-            view.save(store)
-    view.close()
-    return Loaded(tasks, view.problems, states, last, view.due_hints(states))
+    return loaded_with_state(config, view, tasks)
 
 
 def history_json(row: dict) -> dict:
