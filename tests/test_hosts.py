@@ -475,6 +475,20 @@ def test_the_idle_tick_finds_the_url_as_config_does(text, env, expected, monkeyp
     assert state_url(text) == expected
 
 
+def running_job(tmp_path: Path, pg_url: str, end: str = ""):
+    """Host a's tick at NOW, its task `job` running until marks/release exists (then `end`)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    (a / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="0 10 * * *", command=f"echo a >> {marks}/ran;"
+        f" while [ ! -e {marks}/release ]; do sleep 0.05; done{end}"), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    tick = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    return a, marks, tick
+
+
 def test_a_connection_lost_while_a_task_runs_is_made_again_and_the_result_kept(pg_url,
                                                                                pg_server,
                                                                                tmp_path):
@@ -482,15 +496,7 @@ def test_a_connection_lost_while_a_task_runs_is_made_again_and_the_result_kept(p
     task runs: the tick connects again when it records the result; one row, not lost."""
     import psycopg
 
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    a = make_home(tmp_path, "a", pg_url, marks, 0)
-    (a / "tasks" / "job.md").write_text(render_task(
-        "job", schedule="0 10 * * *", command=f"echo a >> {marks}/ran;"
-        f" while [ ! -e {marks}/release ]; do sleep 0.05; done"), encoding="utf-8")
-    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
-    tick = start_tick(a, NOW)
-    wait_for_file(marks / "ran")
+    a, marks, tick = running_job(tmp_path, pg_url)
     with psycopg.connect(pg_server, autocommit=True) as admin:
         gone = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                              " WHERE application_name = 'mdcron'").fetchone()[0]
@@ -531,16 +537,8 @@ def test_a_result_the_database_cannot_take_is_spooled_and_recorded_by_the_next_t
     next tick records it before anything else: one row, the real outcome, nothing lost."""
     import psycopg
 
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    a = make_home(tmp_path, "a", pg_url, marks, 0)
-    (a / "tasks" / "job.md").write_text(render_task(
-        "job", schedule="0 10 * * *", command=f"echo a >> {marks}/ran;"
-        f" while [ ! -e {marks}/release ]; do sleep 0.05; done; exit 4"), encoding="utf-8")
-    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    a, marks, tick = running_job(tmp_path, pg_url, "; exit 4")
     name = pg_url.split("?")[0].rsplit("/", 1)[1]
-    tick = start_tick(a, NOW)
-    wait_for_file(marks / "ran")
     with psycopg.connect(pg_server, autocommit=True) as admin:
         admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"

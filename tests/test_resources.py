@@ -65,11 +65,8 @@ def test_ten_concurrent_ticks_never_exceed_capacity_and_lose_nothing(home, write
     assert holders(config) == []  # every unit given back
 
 
-def test_holder_death_frees_the_unit(home, write_task):
-    (home / "scheduler.yaml").write_text("resources: {gpu: 1}\ntimezone: UTC\n")
-    pidfile = home / "task.pid"
-    write_task("hog", schedule="0 9 * * *", uses=["gpu"], timeout="10m",
-               command=f"echo $$ > {pidfile}; exec sleep 120")
+def start_holding(home: Path, pidfile: Path):
+    """A tick at NOW whose task writes its pid to `pidfile`, once that task holds its unit."""
     assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
     tick = tick_proc(home, NOW)
     config, _ = load_config(home)
@@ -77,6 +74,15 @@ def test_holder_death_frees_the_unit(home, write_task):
     while not (pidfile.exists() and pidfile.read_text().strip() and holders(config)):
         assert time.monotonic() < deadline, "the task never started"
         time.sleep(0.05)
+    return tick, config
+
+
+def test_holder_death_frees_the_unit(home, write_task):
+    (home / "scheduler.yaml").write_text("resources: {gpu: 1}\ntimezone: UTC\n")
+    pidfile = home / "task.pid"
+    write_task("hog", schedule="0 9 * * *", uses=["gpu"], timeout="10m",
+               command=f"echo $$ > {pidfile}; exec sleep 120")
+    tick, config = start_holding(home, pidfile)
     [held] = holders(config)
     assert (held.resource, held.info.task_id) == ("gpu", "hog")
     why = run_cli(home, "why", "hog", "--at", NOW).stdout
@@ -160,13 +166,7 @@ def test_a_stale_holder_killed_by_the_next_tick_frees_the_unit(home, write_task)
     write_task("hog", schedule="0 9 * * *", uses=["gpu"], timeout="1m",
                command=f"echo $$ > {pidfile}; exec sleep 120")
     write_task("next", schedule="5 9 * * *", uses=["gpu"], on_busy="skip", command="true")
-    assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
-    tick = tick_proc(home, NOW)
-    config, _ = load_config(home)
-    deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text().strip() and holders(config)):
-        assert time.monotonic() < deadline, "the task never started"
-        time.sleep(0.05)
+    tick, config = start_holding(home, pidfile)
     os.kill(tick.pid, signal.SIGKILL)  # the task lives on, past its deadline + 60 s
     tick.communicate()
     done = run_cli(home, "tick", "--now", "2026-11-23T09:05:00+00:00")
