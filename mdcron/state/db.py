@@ -1,0 +1,43 @@
+"""What every table needs from the connection owner (store.Store): a connection, a short write
+transaction, the state's URL (None for SQLite) and this host's name; and the one helper that
+turns a cursor into dicts keyed by column."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+
+class Tables:
+    """The base of the table mixins; store.Store provides the real members."""
+
+    url: str | None
+    host: str | None
+
+    def connect(self) -> sqlite3.Connection:  # pragma: no cover - Store overrides it
+        raise NotImplementedError
+
+    def write(self) -> AbstractContextManager[sqlite3.Connection]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[dict[str, object]]:
+        return dict_rows(self.connect(), sql, args)
+
+
+def dict_rows(db: Any, sql: str, args: tuple[object, ...] | list[object] = ()
+              ) -> list[dict[str, object]]:
+    """Whole rows as {column: value} (SELECT * callers that show every column)."""
+    cur = db.execute(sql, args)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def marks(n: int) -> str:
+    """`?, ?, ?` for an IN list of n values."""
+    return ",".join("?" * n)
+
+
+def column(rows: Iterator[Any] | Any) -> list[Any]:
+    return [r[0] for r in rows]

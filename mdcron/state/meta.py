@@ -1,0 +1,52 @@
+"""The `meta` table: small facts about the ticks (last_tick, the parse cache's key, a lost
+database's evidence), key -> text. The functions take a connection, so a read-only one
+(doctor) or one inside a transaction (the cache, dbguard) can use them too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .db import Tables
+
+_PUT = ("INSERT INTO meta(key, value) VALUES (?, ?)"
+        " ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+
+
+def read_meta(db: Any, key: str) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def read_metas(db: Any, keys: Iterable[str]) -> dict[str, str]:
+    keys = list(keys)
+    return dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})",
+                           keys))
+
+
+def put_metas(db: Any, values: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
+    db.executemany(_PUT, values.items() if isinstance(values, Mapping) else values)
+
+
+def take_meta(db: Any, key: str) -> bool:
+    """Delete a key; True for the one caller that removed it (check-and-set)."""
+    return db.execute("DELETE FROM meta WHERE key = ?", (key,)).rowcount == 1
+
+
+def schema_and_integrity(db: Any) -> tuple[int, list[str]]:
+    """A SQLite file's schema version and its integrity check's first lines (doctor)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    return version, [r[0] for r in db.execute("PRAGMA integrity_check(5)")]
+
+
+class MetaTable(Tables):
+    def get_meta(self, key: str) -> str | None:
+        return read_meta(self.connect(), key)
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.write() as db:
+            put_metas(db, {key: value})
+
+    def take_meta(self, key: str) -> bool:
+        with self.write() as db:
+            return take_meta(db, key)

@@ -1,0 +1,250 @@
+"""The `runs` table: one row per attempt (scheduled, manual, retry, heal, rerun). Exactly-once
+per (task, slot) rests on a partial unique index: the scheduled first attempt of a slot can be
+inserted once, by one tick. Whole rows come back as dicts keyed by column (history, `show`,
+the dashboard print most of them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..outcome import Outcome, RunResult
+from .db import Tables, marks
+
+RunRow = dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The process that claims a run row; a row whose owner is gone and whose lock is free
+    was left behind by a crash."""
+
+    pid: int
+    start: int | None
+    boot: str | None
+
+
+class SlotRow(NamedTuple):
+    """One attempt at an upstream's slot, as the chains read them."""
+
+    task_id: str
+    scheduled_for: float
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """The dashboard's history page: equal-to filters, a started_at range, keyset `before`."""
+
+    task_id: str | None = None
+    status: str | None = None
+    trigger: str | None = None
+    started_from: float | None = None
+    started_until: float | None = None
+    before: int | None = None
+
+
+class RunsTable(Tables):
+    # -- claims and writes ------------------------------------------------------------------
+
+    def claim_slots(
+        self, claims: Sequence[tuple[str, float, str | None, str]], now: float, owner: Owner
+    ) -> dict[tuple[str, float], int]:
+        """Claim (task_id, slot, skip_reason, task_file) rows in one transaction. A claim with a
+        skip reason is recorded as skipped at once. Returns {(task, slot): run id} for the claims
+        this call won; a slot another tick claimed first is simply absent."""
+        won: dict[tuple[str, float], int] = {}
+        if not claims:
+            return won
+        with self.write() as db:
+            for task_id, slot, skip_reason, task_file in claims:
+                status = Outcome.SKIPPED if skip_reason else Outcome.RUNNING
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO runs(task_id, scheduled_for, trigger, attempt, kind,"
+                    " status, started_at, finished_at, duration_ms, error, owner_pid, owner_start,"
+                    " owner_boot, task_file, host) VALUES (?, ?, 'schedule', 1, 'run', ?, ?, ?,"
+                    " ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        task_id, slot, status.value, now, now if skip_reason else None,
+                        0 if skip_reason else None, skip_reason, owner.pid, owner.start,
+                        owner.boot, task_file, self.host,
+                    ),
+                )
+                if cur.rowcount == 1:
+                    won[(task_id, slot)] = int(cur.lastrowid or 0)
+                    db.execute(
+                        "UPDATE task_state SET last_slot = max(coalesce(last_slot, 0), ?)"
+                        " WHERE task_id = ?",
+                        (slot, task_id),
+                    )
+        return won
+
+    def start_run(
+        self,
+        task_id: str,
+        *,
+        scheduled_for: float,
+        trigger: str,
+        attempt: int,
+        kind: str,
+        now: float,
+        owner: Owner,
+        task_file: str | None,
+    ) -> int:
+        """A run row that needs no slot claim: manual runs, retries and heals."""
+        with self.write() as db:
+            cur = db.execute(
+                "INSERT INTO runs(task_id, scheduled_for, trigger, attempt, kind, status,"
+                " started_at, owner_pid, owner_start, owner_boot, task_file, host)"
+                " VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (
+                    task_id, scheduled_for, trigger, attempt, kind, now, owner.pid, owner.start,
+                    owner.boot, task_file, self.host,
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def set_started(self, run_id: int, started_at: float, log_path: str | None) -> None:
+        with self.write() as db:
+            db.execute(
+                "UPDATE runs SET started_at = ?, log_path = ? WHERE id = ?",
+                (started_at, log_path, run_id),
+            )
+
+    def _finish_run(self, run_id: int, result: RunResult, finished_at: float) -> bool:
+        extra = json.dumps(result.extra) if result.extra else None
+        with self.write() as db:
+            cur = db.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, duration_ms = ?, exit_code = ?,"
+                " error = ?, output_tail = ?, log_path = coalesce(?, log_path), extra = ?"
+                " WHERE id = ? AND status = 'running'",
+                (
+                    result.outcome.value, finished_at, int(round(result.duration * 1000)),
+                    result.exit_code, result.fail_reason, result.output_tail,
+                    str(result.log_path) if result.log_path else None, extra, run_id,
+                ),
+            )
+            return cur.rowcount == 1
+
+    def _end_running(self, run_id: int, status: Outcome, reason: str, end: float,
+                     unobserved: bool) -> bool:
+        with self.write() as db:
+            cur = db.execute(
+                "UPDATE runs SET status = ?, error = ?, finished_at = ?,"
+                " duration_ms = CASE WHEN ? = 1 THEN NULL"
+                " ELSE CAST(max(0, (? - started_at) * 1000) AS INTEGER) END"
+                " WHERE id = ? AND status = 'running'",
+                (status.value, reason, end, unobserved, end, run_id),
+            )
+            return cur.rowcount == 1
+
+    def add_note(self, run_id: int, note: str) -> None:
+        """Attach a sentence to a finished row (`extra.note`; history and `show` print it after
+        the error: 'exit 1; self-heal not attempted: ...'). The error itself stays the run's."""
+        with self.write() as db:  # read-modify-write: the write lock makes it one step
+            row = db.execute("SELECT extra FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            try:
+                extra = json.loads(row[0]) if row[0] else {}
+            except ValueError:
+                extra = {}
+            if not isinstance(extra, dict):
+                extra = {}
+            extra["note"] = f"{extra['note']}; {note}" if extra.get("note") is not None else note
+            db.execute("UPDATE runs SET extra = ? WHERE id = ?", (json.dumps(extra), run_id))
+
+    def prune_runs(self, older_than: float) -> list[str]:
+        """Delete finished runs that started before `older_than`; returns their log paths
+        (with a shared state, only this host's: another host's logs are on that host)."""
+        mine = " AND (host IS NULL OR host = ?)" if self.url else ""
+        with self.write() as db:
+            logs = [
+                r[0]
+                for r in db.execute(
+                    "SELECT log_path FROM runs WHERE started_at < ? AND status != 'running'"
+                    " AND log_path IS NOT NULL" + mine,
+                    (older_than, self.host) if self.url else (older_than,),
+                )
+            ]
+            db.execute(
+                "DELETE FROM runs WHERE started_at < ? AND status != 'running'", (older_than,)
+            )
+        return logs
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def running_rows(self) -> list[RunRow]:
+        return self._rows("SELECT * FROM runs WHERE status = 'running' ORDER BY id")
+
+    def run(self, run_id: int) -> RunRow | None:
+        rows = self._rows("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return rows[0] if rows else None
+
+    def history(self, limit: int = 20, task_id: str | None = None) -> list[RunRow]:
+        if task_id is None:
+            return self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,))
+        return self._rows(
+            "SELECT * FROM runs WHERE task_id = ? ORDER BY id DESC LIMIT ?", (task_id, limit)
+        )
+
+    def history_page(self, where: RunFilter, limit: int) -> list[RunRow]:
+        """Newest first, keyset pagination on id (fast at any depth)."""
+        conds, args = [], []
+        for col, value in (("task_id", where.task_id), ("status", where.status),
+                           ("trigger", where.trigger)):
+            if value:
+                conds.append(f"{col} = ?")
+                args.append(value)
+        if where.started_from is not None and where.started_until is not None:
+            conds.append("started_at >= ? AND started_at < ?")
+            args += [where.started_from, where.started_until]
+        if where.before is not None:
+            conds.append("id < ?")
+            args.append(where.before)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(conds) if conds else "")
+        return self._rows(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
+
+    def slot_rows(self, task_id: str, slot: float) -> list[RunRow]:
+        """Every attempt at one slot of a task (run, retries, heals, rerun), oldest first."""
+        return self._rows("SELECT * FROM runs WHERE task_id = ? AND scheduled_for = ?"
+                          " ORDER BY id", (task_id, slot))
+
+    def last_runs(self) -> dict[str, RunRow]:
+        """The newest row of each task (any trigger, any attempt)."""
+        rows = self._rows(
+            "SELECT * FROM runs WHERE id IN (SELECT max(id) FROM runs GROUP BY task_id)"
+        )
+        return {str(r["task_id"]): r for r in rows}
+
+    def slot_claimed(self, task_id: str, slot: float) -> bool:
+        """Whether the scheduled first attempt of (task, slot) has a row."""
+        return self.connect().execute(
+            "SELECT 1 FROM runs WHERE task_id = ? AND scheduled_for = ? AND trigger = 'schedule'"
+            " AND attempt = 1", (task_id, slot)).fetchone() is not None
+
+    def slots_after(self, task_ids: Sequence[str], after: float) -> list[SlotRow]:
+        """The attempts of these tasks at slots after `after` (no heals, no `run --no-chain`),
+        by task, slot, id."""
+        if not task_ids:
+            return []
+        rows = self.connect().execute(
+            f"SELECT task_id, scheduled_for, status, error FROM runs WHERE task_id IN"
+            f" ({marks(len(task_ids))}) AND scheduled_for > ? AND kind != 'heal'"
+            " AND trigger != 'manual-no-chain' ORDER BY task_id, scheduled_for, id",
+            (*task_ids, after))
+        return [SlotRow._make(r) for r in rows]
+
+    def last_successes(self, task_ids: Sequence[str], before: float) -> dict[str, float]:
+        """The latest success slot per task, at or before `before` (any trigger, any attempt)."""
+        if not task_ids:
+            return {}
+        rows = self.connect().execute(
+            f"SELECT task_id, max(scheduled_for) FROM runs WHERE status = 'success'"
+            f" AND scheduled_for <= ? AND task_id IN ({marks(len(task_ids))}) GROUP BY task_id",
+            (before, *task_ids),
+        )
+        return {r[0]: r[1] for r in rows}

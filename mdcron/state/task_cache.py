@@ -1,0 +1,95 @@
+"""The parse cache's tables (`task_cache`: a file's stat, id, problems and due key;
+`task_cache_data`: its Task as JSON with a checksum) and the `meta` keys that seal them. Always
+this host's own SQLite file, also with a PostgreSQL state. The idle tick (fastpath.py) reads
+the same rows with its own stdlib-only queries; cache.py decides what to write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from .meta import put_metas, read_metas
+
+
+class CacheRow(NamedTuple):
+    path: str
+    size: int
+    mtime_ns: int
+    ino: int
+    ctime_ns: int
+    read_ns: int
+    deps: str
+    task_id: str | None
+    enabled: int
+    problems: str | None
+    next_due: float | None
+    due_last: float | None
+    due_nb: float | None
+    due_zone: str
+    due_after: float | None
+
+
+ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
+        " next_due, due_last, due_nb, due_zone, due_after FROM task_cache")
+
+
+def read_cache(db: Any, key: str) -> dict[str, CacheRow] | None:
+    """The rows by path in one read transaction; None when they belong to another key or were
+    changed behind save()'s back (not sealed): then every file is read again."""
+    db.execute("BEGIN")
+    try:
+        meta = read_metas(db, ("cache_key", "cache_sealed"))
+        if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+            return None
+        make = CacheRow._make
+        return {r[0]: make(r) for r in db.execute(ROWS)}
+    finally:
+        db.execute("COMMIT")
+
+
+def cached_task(db: Any, path: str) -> tuple[str, int] | None:
+    """(task JSON, its crc32) for a file's row."""
+    row = db.execute("SELECT task, crc FROM task_cache_data WHERE path = ?", (path,)).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
+    """(due_after, path, next_due, due_last, due_nb, due_zone): only where the row still holds
+    the due key the fire was computed from."""
+    db.executemany("UPDATE task_cache SET due_after = ? WHERE path = ? AND next_due IS ?"
+                   " AND due_last IS ? AND due_nb IS ? AND due_zone = ?", rows)
+
+
+def write_cache(db: Any, *, rebuild: bool, drop: Iterable[str], rows: Iterable[tuple[Any, ...]],
+                data: Iterable[tuple[str, str, int]], no_task: Iterable[str],
+                dues: Iterable[tuple[Any, ...]]) -> None:
+    """One save: `rows` in CacheRow order, `data` (path, JSON, crc), `no_task` paths whose
+    Task is gone, `dues` (next_due, due_last, due_nb, due_zone, due_after, path)."""
+    if rebuild:
+        db.execute("DELETE FROM task_cache")
+        db.execute("DELETE FROM task_cache_data")
+    drop = [(p,) for p in drop]
+    db.executemany("DELETE FROM task_cache WHERE path = ?", drop)
+    db.executemany("DELETE FROM task_cache_data WHERE path = ?", drop)
+    db.executemany(
+        "INSERT OR REPLACE INTO task_cache(path, size, mtime_ns, ino, ctime_ns,"
+        " read_ns, deps, task_id, enabled, problems, next_due, due_last, due_nb,"
+        " due_zone, due_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc) VALUES (?, ?, ?)",
+                   data)
+    db.executemany("DELETE FROM task_cache_data WHERE path = ?", ((p,) for p in no_task))
+    db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
+                   " due_zone = ?, due_after = ? WHERE path = ?", dues)
+
+
+def cached_problems(db: Any) -> tuple[list[str], int]:
+    """Every row's problems JSON, and how many rows hold a task."""
+    texts = [t for (t,) in db.execute(
+        "SELECT problems FROM task_cache WHERE problems IS NOT NULL")]
+    tasks = db.execute("SELECT count(*) FROM task_cache WHERE task_id IS NOT NULL").fetchone()[0]
+    return texts, int(tasks)
+
+
+def seal(db: Any, values: dict[str, str]) -> None:
+    """The summary the idle tick reads instead of the rows."""
+    put_metas(db, values)

@@ -1,0 +1,167 @@
+"""The `task_state` table: one row per task id, what the scheduler remembers between ticks
+(first seen, not-before, the last claimed slot, enabled, failures in a row, probation, the
+alerted flag, a suspension)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from ..clock import minute_floor
+from .db import Tables
+
+_COLUMNS = "task_id, first_seen, not_before, last_slot, enabled, consecutive_failures, path"
+STATES = f"SELECT {_COLUMNS} FROM task_state"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    task_id: str
+    first_seen: float
+    not_before: float
+    last_slot: float | None
+    enabled: bool
+    consecutive_failures: int
+    path: str | None
+
+
+class StateRow(NamedTuple):
+    """A task_state row as the parse cache keeps 10k of them: a tuple with names, lighter than
+    TaskState objects (`enabled` is the stored 0/1)."""
+
+    task_id: str
+    first_seen: float
+    not_before: float
+    last_slot: float | None
+    enabled: int
+    consecutive_failures: int
+    path: str | None
+
+    def as_state(self) -> TaskState:
+        return TaskState(self.task_id, self.first_seen, self.not_before, self.last_slot,
+                         bool(self.enabled), self.consecutive_failures, self.path)
+
+    @classmethod
+    def of(cls, s: TaskState) -> StateRow:
+        return cls(s.task_id, s.first_seen, s.not_before, s.last_slot, int(s.enabled),
+                   s.consecutive_failures, s.path)
+
+
+def state_rows(db) -> dict[str, StateRow]:  # db: a connection (sqlite3 or pgstate)
+    """Every task_state row by id (the cache's read: no store needed)."""
+    make = StateRow._make
+    return {r[0]: make(r) for r in db.execute(STATES)}
+
+
+class TaskStateTable(Tables):
+    def task_states(self) -> dict[str, TaskState]:
+        return {k: r.as_state() for k, r in state_rows(self.connect()).items()}
+
+    def state_rows(self) -> dict[str, StateRow]:
+        return state_rows(self.connect())
+
+    def task_state(self, task_id: str) -> TaskState | None:
+        """One task's row (the ladder reads one, not the whole table)."""
+        row = self.connect().execute(STATES + " WHERE task_id = ?", (task_id,)).fetchone()
+        return StateRow._make(row).as_state() if row else None
+
+    def observe(self, seen: Iterable[tuple[str, bool, str]], now: float) -> dict[str, TaskState]:
+        """Record the tasks this tick sees: (id, enabled, path). A new task, or one enabled
+        again, gets not_before = now: fires before that moment are never run."""
+        states = self.task_states()
+        start = minute_floor(now)
+        new, enabled_again, changed = [], [], []
+        for task_id, enabled, path in seen:
+            state = states.get(task_id)
+            if state is not None and self.url:
+                path = state.path or path  # issue 11: each host's copy has its own path
+            if state is None:
+                new.append((task_id, now, start, int(enabled), path))
+            elif enabled and not state.enabled:
+                enabled_again.append((start, path, task_id))
+            elif state.enabled != enabled or state.path != path:
+                changed.append((int(enabled), path, task_id))
+        if new or enabled_again or changed:
+            with self.write() as db:
+                db.executemany(
+                    "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled,"
+                    " path) VALUES (?, ?, ?, ?, ?)",
+                    new,
+                )
+                db.executemany(
+                    "UPDATE task_state SET enabled = 1, not_before = ?, path = ?"
+                    " WHERE task_id = ? AND enabled = 0",
+                    enabled_again,
+                )
+                db.executemany(
+                    "UPDATE task_state SET enabled = ?, path = ? WHERE task_id = ?", changed
+                )
+            states = self.task_states()
+        return states
+
+    def set_enabled(self, task_id: str, enabled: bool, now: float,
+                    suspended: bool = False) -> None:
+        """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules.
+        `suspended`: the ladder suspends it; every host honours that until it is enabled
+        again (issue 11, hostlease.honour_suspensions); enabling clears it."""
+        with self.write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled)"
+                " VALUES (?, ?, ?, ?)",
+                (task_id, now, minute_floor(now), int(enabled)),
+            )
+            if enabled:
+                db.execute(
+                    "UPDATE task_state SET enabled = 1, not_before = ? WHERE task_id = ?"
+                    " AND enabled = 0",
+                    (minute_floor(now), task_id),
+                )
+                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
+                           " WHERE task_id = ?", (task_id,))
+            else:
+                db.execute("UPDATE task_state SET enabled = 0 WHERE task_id = ?", (task_id,))
+            if suspended:
+                db.execute("UPDATE task_state SET suspended_at = ?, suspended_by = ?"
+                           " WHERE task_id = ?", (now, self.host, task_id))
+
+    def count_failure(self, task_id: str, failed: bool) -> int:
+        """Advance or reset the consecutive-failure count; returns the new count."""
+        with self.write() as db:
+            if failed:
+                db.execute(
+                    "UPDATE task_state SET consecutive_failures = consecutive_failures + 1"
+                    " WHERE task_id = ?",
+                    (task_id,),
+                )
+            else:
+                db.execute(
+                    "UPDATE task_state SET consecutive_failures = 0 WHERE task_id = ?", (task_id,)
+                )
+            row = db.execute(
+                "SELECT consecutive_failures FROM task_state WHERE task_id = ?", (task_id,)
+            ).fetchone()
+        return row[0] if row else 0
+
+    def probation_until(self, task_id: str) -> float | None:
+        row = self.connect().execute(
+            "SELECT probation_until FROM task_state WHERE task_id = ?", (task_id,)
+        ).fetchone()
+        return row[0] if row else None
+
+    def set_probation(self, task_id: str, until: float | None) -> None:
+        with self.write() as db:
+            db.execute(
+                "UPDATE task_state SET probation_until = ? WHERE task_id = ?", (until, task_id)
+            )
+
+    def set_alerted(self, task_id: str, alerted: bool) -> bool:
+        """Set the 'a failure was alerted' flag; returns what it was before."""
+        with self.write() as db:
+            row = db.execute(
+                "SELECT alerted FROM task_state WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            db.execute(
+                "UPDATE task_state SET alerted = ? WHERE task_id = ?", (int(alerted), task_id)
+            )
+        return bool(row and row[0])
