@@ -178,9 +178,8 @@ def after_recovery(store: Store, config: Config, recovered: list, now: float,
 
     from .taskfile import load_task_file
 
-    states = store.task_states()
     for r in recovered:
-        state = states.get(r.task_id)
+        state = store.task_state(r.task_id)
         task = load_task_file(Path(state.path), config)[0] if state and state.path else None
         if task is None:
             continue
@@ -202,10 +201,7 @@ def resolve_reenabled(store: Store, now: float) -> None:
     its incidents are over."""
     from .incidents import resolve_for_task
 
-    enabled_again = [str(r[0]) for r in store.connect().execute(
-        "SELECT DISTINCT i.task_id FROM incidents i JOIN task_state s ON s.task_id = i.task_id"
-        " WHERE i.status = 'open' AND i.kind = 'suspended' AND s.enabled = 1")]
-    for task_id in enabled_again:
+    for task_id in store.suspended_but_enabled():
         resolve_for_task(store, task_id, now, "re-enabled")
 
 
@@ -213,9 +209,7 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
                 environ: Mapping[str, str], say: Say) -> None:
     """Send what the outbox holds, then tell the dead man's switch we are alive. A tick with
     an empty outbox and no heartbeat does not even import the notification code."""
-    waiting = store.connect().execute(
-        "SELECT 1 FROM outbox WHERE status IN ('pending', 'held') LIMIT 1").fetchone()
-    if not waiting and not config.heartbeat_url:
+    if not store.outbox_waiting() and not config.heartbeat_url:
         return
     from .notify import flush, heartbeat
 

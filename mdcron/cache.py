@@ -34,17 +34,14 @@ from .clock import to_dt
 from .config import Config, load_config
 from .observe import observe
 from .problems import Problem
+from .state import task_cache
+from .state.task_state import StateRow, state_rows
 from .store import Store, TaskState
 from .task import Task, TaskSet, find_duplicate_ids
 
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
 _PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
-_ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
-         " next_due, due_last, due_nb, due_zone, due_after FROM task_cache")
 EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # no problems
-_STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
-           " path FROM task_state")
-StateRow = tuple  # a task_state row in _STATES order: lighter than 10k TaskState objects
 
 
 class Damaged(ValueError):
@@ -175,8 +172,8 @@ class Entry:
     skip: bool = False  # changed under us: not used this pass, read again next time
 
     def due_known(self, state: StateRow, zone: str) -> bool:
-        return (self.due_nb is not None and self.due_nb == state[2]
-                and self.due_last == state[3] and self.due_zone in ("", zone))
+        return (self.due_nb is not None and self.due_nb == state.not_before
+                and self.due_last == state.last_slot and self.due_zone in ("", zone))
 
 
 @dataclass(slots=True, eq=False)
@@ -216,8 +213,7 @@ class View:
     def _decode(self, entry: Entry) -> Task:
         if self.db is None:
             raise Damaged("no database")
-        row = self.db.execute("SELECT task, crc FROM task_cache_data WHERE path = ?",
-                              (entry.path,)).fetchone()
+        row = task_cache.cached_task(self.db, entry.path)
         if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
             raise Damaged("task row missing or checksum")
         task = task_from_json(row[0])
@@ -237,16 +233,14 @@ class View:
 
     def observe(self, store: Store, now: float) -> dict[str, StateRow]:
         """store.observe for the tasks whose task_state row would change; the states after."""
-        states = {r[0]: r for r in store.connect().execute(_STATES)}
+        states = store.state_rows()
         seen = []
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None or bool(s[4]) != e.enabled or (s[6] != e.path and not store.url):
+            if s is None or bool(s.enabled) != e.enabled or (s.path != e.path and not store.url):
                 seen.append((e.id, e.enabled, e.path))
         if seen:
-            states = {k: (s.task_id, s.first_seen, s.not_before, s.last_slot, s.enabled,
-                          s.consecutive_failures, s.path)
-                      for k, s in store.observe(seen, now).items()}
+            states = {k: StateRow.of(s) for k, s in store.observe(seen, now).items()}
         return states
 
     def candidates(self, states: dict[str, StateRow], now: float, *,
@@ -264,7 +258,7 @@ class View:
                     if not e.skip:
                         out.append(e)
                     continue
-                self._set_due(e, task, state[3], state[2])
+                self._set_due(e, task, state.last_slot, state.not_before)
             if e.next_due is not None and e.next_due <= now + fastpath.DUE_SLACK:
                 out.append(e)
         return [t for e in out if (t := self.task(e)) is not None]
@@ -275,19 +269,18 @@ class View:
         `store`: a PostgreSQL state to read them from (issue 11); else the local database."""
         states: dict[str, StateRow] = {}
         if store is not None:
-            states = {r[0]: r for r in store.connect().execute(_STATES)}
+            states = store.state_rows()
         elif self.db is not None:
             try:
-                states = {r[0]: r for r in self.db.execute(_STATES)}
+                states = state_rows(self.db)
             except sqlite3.Error:
                 states = {}
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            o = observe(_task_state(s) if s is not None else None, e, now)
-            states[o.task_id] = (o.task_id, o.first_seen, o.not_before, o.last_slot, o.enabled,
-                                 o.consecutive_failures, o.path)
+            o = observe(s.as_state() if s is not None else None, e, now)
+            states[o.task_id] = StateRow.of(o)
         tasks = self.candidates(states, now, compute=False)
-        return tasks, {t.id: _task_state(states[t.id]) for t in tasks}
+        return tasks, {t.id: states[t.id].as_state() for t in tasks}
 
     def plain(self, tasks: Iterable[Task], states: dict[str, StateRow],
               now: float) -> dict[str, float]:
@@ -313,11 +306,11 @@ class View:
             e, state = by_id.get(task.id), states.get(task.id)
             if e is None or state is None:
                 continue
-            if (e.due_after is not None and e.next_due == slot and e.due_nb == state[2]
-                    and e.due_known(state, self.zone)):
+            if (e.due_after is not None and e.next_due == slot
+                    and e.due_nb == state.not_before and e.due_known(state, self.zone)):
                 e.next_due, e.due_after, e.due_last, e.due_dirty = e.due_after, None, slot, True
             else:
-                self._set_due(e, task, slot, state[2])
+                self._set_due(e, task, slot, state.not_before)
 
     def _incomplete(self) -> list[Entry]:
         return [e for e in self.entries if e.due_dirty and e.due_after is None
@@ -343,11 +336,9 @@ class View:
             return
         try:
             with store.write() as db:
-                db.executemany(
-                    "UPDATE task_cache SET due_after = ? WHERE path = ? AND next_due IS ?"
-                    " AND due_last IS ? AND due_nb IS ? AND due_zone = ?",
-                    [(e.due_after, e.path, e.next_due, e.due_last, e.due_nb, e.due_zone)
-                     for e in done])
+                task_cache.write_due_after(
+                    db, [(e.due_after, e.path, e.next_due, e.due_last, e.due_nb, e.due_zone)
+                         for e in done])
                 _write_summary(db, self.key, self.config)
         except sqlite3.Error:
             pass
@@ -358,8 +349,7 @@ class View:
         hints = {}
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is not None and e.enabled and e.due_known(
-                    (s.task_id, s.first_seen, s.not_before, s.last_slot), self.zone):
+            if s is not None and e.enabled and e.due_known(StateRow.of(s), self.zone):
                 floor = s.not_before - 1e-6
                 if s.last_slot is not None:
                     floor = max(floor, s.last_slot)
@@ -393,25 +383,11 @@ class View:
             return
         try:
             with store.write() as db:
-                if self.rebuild:
-                    db.execute("DELETE FROM task_cache")
-                    db.execute("DELETE FROM task_cache_data")
-                for table in ("task_cache", "task_cache_data"):
-                    db.executemany(f"DELETE FROM {table} WHERE path = ?", ((p,) for p in drop))
-                db.executemany(
-                    "INSERT OR REPLACE INTO task_cache(path, size, mtime_ns, ino, ctime_ns,"
-                    " read_ns, deps, task_id, enabled, problems, next_due, due_last, due_nb,"
-                    " due_zone, due_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (_row(e) for e in rows),
-                )
                 data = [(e.path, text, zlib.crc32(text.encode())) for e in rows
                         if e.task is not None for text in (task_to_json(e.task),)]
-                db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc)"
-                               " VALUES (?, ?, ?)", data)
-                db.executemany("DELETE FROM task_cache_data WHERE path = ?",
-                               ((e.path,) for e in rows if e.task is None))
-                db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
-                               " due_zone = ?, due_after = ? WHERE path = ?", dues)
+                task_cache.write_cache(
+                    db, rebuild=self.rebuild, drop=drop, rows=(_row(e) for e in rows), data=data,
+                    no_task=(e.path for e in rows if e.task is None), dues=dues)
                 _write_summary(db, self.key, self.config)
         except sqlite3.Error:
             pass
@@ -434,12 +410,12 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
     (so that two ticks saving at once still leave a summary that matches the rows)."""
     problems: list[Problem] = []
     damaged = False
-    for (text,) in db.execute("SELECT problems FROM task_cache WHERE problems IS NOT NULL"):
+    texts, tasks = task_cache.cached_problems(db)
+    for text in texts:
         try:
             problems.extend(problems_from_json(text))
         except Damaged:
             damaged = True
-    tasks = db.execute("SELECT count(*) FROM task_cache WHERE task_id IS NOT NULL").fetchone()[0]
     values = {
         "cache_key": key,
         "cache_sealed": "1",  # the rows are as save() wrote them (see the triggers, schema 3)
@@ -450,17 +426,12 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
         "cache_heartbeat": config.heartbeat_url or "",
     }
-    db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
-                   " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())
-
-
-def _task_state(row: StateRow) -> TaskState:
-    return TaskState(row[0], row[1], row[2], row[3], bool(row[4]), row[5], row[6])
+    task_cache.seal(db, values)
 
 
 def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, TaskState]:
     """TaskState objects for these tasks only (plan() needs no others)."""
-    return {t.id: _task_state(rows[t.id]) for t in tasks if t.id in rows}
+    return {t.id: rows[t.id].as_state() for t in tasks if t.id in rows}
 
 
 # --------------------------------------------------------------- loading
@@ -493,17 +464,13 @@ def load(config: Config, *, cached: bool = True) -> View:
                     [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
     view = View(config, key, [], [], zone=fastpath.zone_key(),
                 db=_open(config) if cached else None)
-    rows: dict[str, tuple] = {}
+    rows: dict[str, task_cache.CacheRow] = {}
     if view.db is not None and key is not None:
         try:
-            view.db.execute("BEGIN")
-            meta = dict(view.db.execute(
-                "SELECT key, value FROM meta WHERE key IN ('cache_key', 'cache_sealed')"))
-            # not sealed: a row was changed behind save()'s back; read every file again
-            view.rebuild = meta.get("cache_key") != key or meta.get("cache_sealed") != "1"
-            if not view.rebuild:
-                rows = {r[0]: r for r in view.db.execute(_ROWS)}
-            view.db.execute("COMMIT")
+            # None: another key, or not sealed (a row was changed behind save()'s back)
+            found = task_cache.read_cache(view.db, key)
+            view.rebuild = found is None
+            rows = found or {}
         except sqlite3.Error:
             rows, view.rebuild = {}, True
     elif key is not None:
@@ -520,7 +487,7 @@ def load(config: Config, *, cached: bool = True) -> View:
     return view
 
 
-def _from_row(row: tuple, stat: fastpath.Stat) -> Entry | None:
+def _from_row(row: task_cache.CacheRow, stat: fastpath.Stat) -> Entry | None:
     (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
      due, due_last, due_nb, due_zone, due_after) = row
     if ((size, mtime_ns, ino, ctime_ns) != stat or fastpath.racy(stat, read_ns)

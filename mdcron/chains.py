@@ -99,11 +99,7 @@ def upstream_slots(store: Store, task_ids: Iterable[str], after: float) -> dict[
     out: dict[str, list[UpSlot]] = {i: [] for i in ids}
     if not ids:
         return out
-    marks = ",".join("?" * len(ids))
-    rows = store.connect().execute(
-        f"SELECT task_id, scheduled_for, status, error FROM runs WHERE task_id IN ({marks})"
-        " AND scheduled_for > ? AND kind != 'heal' AND trigger != 'manual-no-chain'"
-        " ORDER BY task_id, scheduled_for, id", (*ids, after))
+    rows = store.slots_after(ids, after)
     by_slot: dict[tuple[str, float], list[tuple[str, str | None]]] = {}
     for task_id, slot, status, error in rows:
         by_slot.setdefault((task_id, slot), []).append((status, error))

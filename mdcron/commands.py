@@ -358,7 +358,7 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     state = None
     if config.state_exists:
         with state_store(config) as store:
-            state = store.task_states().get(task.id)
+            state = store.task_state(task.id)
     for line in explain(config, task, state, at):
         print(line)
     return OK
@@ -376,7 +376,7 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     if config.state_exists:
         with state_store(config) as store:
             runs = store.history(10, task.id)
-            state = store.task_states().get(task.id)
+            state = store.task_state(task.id)
             from .heal import heal_history
 
             heals = heal_history(store, task.id, 3)

@@ -77,28 +77,16 @@ class CommentDecision:
 
 
 def add_comment(store: Store, task_id: str, author: str, text: str, now: float) -> int:
-    with store.write() as db:
-        cur = db.execute(
-            "INSERT INTO comments(task_id, author, body, created_at) VALUES (?, ?, ?, ?)",
-            (task_id, author, text, now),
-        )
-        return int(cur.lastrowid or 0)
+    return store.add_comment(task_id, author, text, now)
 
 
 def thread(store: Store, task_id: str) -> list[dict[str, object]]:
     """Every comment of a task, oldest first, each with the scheduler's reply and action."""
-    return _rows(store, "SELECT * FROM comments WHERE task_id = ? ORDER BY id", (task_id,))
+    return store.comments(task_id)
 
 
 def unread(store: Store, task_id: str) -> list[dict[str, object]]:
-    return _rows(store, "SELECT * FROM comments WHERE task_id = ? AND read_at IS NULL"
-                 " ORDER BY id", (task_id,))
-
-
-def _rows(store: Store, sql: str, args: tuple[object, ...]) -> list[dict[str, object]]:
-    cur = store.connect().execute(sql, args)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return store.comments(task_id, unread_only=True)
 
 
 # --- the decision -------------------------------------------------------------------------------
@@ -138,11 +126,7 @@ def check_comments(
     decision, refusal = _apply(task, config, requested)
     reply = decision.reason if refusal is None else f"refused: {refusal}; running as usual"
     ids = [int(str(c["id"])) for c in pending]
-    with store.write() as db:
-        db.executemany(
-            "UPDATE comments SET read_at = ?, reply = ?, action = ? WHERE id = ?",
-            [(now, reply, decision.action, i) for i in ids],
-        )
+    store.answer_comments(ids, now, reply, decision.action)
     record = {
         "time": _iso(now), "task": task.id, "comments": ids, "requested": requested,
         "action": decision.action, "reason": decision.reason, "refused": refusal,

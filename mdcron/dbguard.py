@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .config import Config
+from .state.meta import put_metas
 
 MARKER = "database-created"  # in state/, next to mdcron.db
 META_KEY = "database_recreated"
@@ -40,8 +41,7 @@ def note_created(db: sqlite3.Connection, db_path: Path) -> None:
         if _has_logs(runs):
             evidence.append(f"run logs from before exist in {runs}")
         if evidence:
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                       (META_KEY, json.dumps({"evidence": evidence, "path": str(db_path)})))
+            put_metas(db, {META_KEY: json.dumps({"evidence": evidence, "path": str(db_path)})})
         created = datetime.now(UTC).isoformat(timespec="seconds")
         tmp = state / f".{MARKER}.{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as state/
@@ -82,10 +82,8 @@ def alert_if_recreated(store: object, config: Config, now: float,
             " and every task counts as first seen now: fires before now will not be run."
             " If the file was moved or can be restored from a backup, stop cron, put it back"
             " (with its -wal file) and start cron again; otherwise nothing needs doing.")
-    with store.write() as db:  # type: ignore[attr-defined]
-        cur = db.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
-        if cur.rowcount != 1:
-            return False  # another tick took it
+    if not store.take_meta(META_KEY):  # type: ignore[attr-defined]
+        return False  # another tick took it
     enqueue(store, config, Alert("database_recreated", None,  # type: ignore[arg-type]
                                  "mdcron: the state database was recreated", body,
                                  forced=True), now)

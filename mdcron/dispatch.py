@@ -95,10 +95,7 @@ def read_comments(ctx: RunContext, store: Store,
     """Unread comments are read by Claude before the run: returns the task to run (an
     `update` edits its file), a skip reason for `skip` / `pause`, and why the comments were
     left unread (no key, a broken template, an API error) for the run's history row."""
-    unread = store.connect().execute(
-        "SELECT 1 FROM comments WHERE task_id = ? AND read_at IS NULL LIMIT 1", (task.id,)
-    ).fetchone()
-    if not unread:
+    if not store.has_unread(task.id):
         return task, None, None  # the usual case: nothing imported, one indexed lookup
     from .comments import UNREAD, check_comments
 

@@ -28,6 +28,7 @@ from .envref import ENV_REF
 from .heartbeat import STALE_TICK
 from .notify_config import NotifyConfig, parse_notify_config, scheme_of
 from .problems import Problem
+from .state.meta import read_meta, schema_and_integrity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -367,8 +368,7 @@ def database_check(home: Path) -> Check:
     try:
         db = _read_only(path)
         try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            result = [r[0] for r in db.execute("PRAGMA integrity_check(5)")]
+            version, result = schema_and_integrity(db)
         finally:
             db.close()
     except sqlite3.Error as exc:
@@ -409,7 +409,7 @@ def _last_tick(home: Path, now: float) -> Check:
     try:
         db = _read_only(path)
         try:
-            row = db.execute("SELECT value FROM meta WHERE key = 'last_tick'").fetchone()
+            row = read_meta(db, "last_tick")
         finally:
             db.close()
     except sqlite3.Error:
@@ -422,7 +422,7 @@ def _last_tick(home: Path, now: float) -> Check:
                      "run `scheduler.py tick` once, and add the crontab line")
     from .units import format_duration
 
-    age = now - float(row[0])
+    age = now - float(row)
     if age > STALE_TICK:
         return Check("last tick", "warn", f"the last tick ran {format_duration(age)} ago",
                      "is cron running, and is the crontab line still there?")

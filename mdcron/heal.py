@@ -250,14 +250,9 @@ class ClaudeHealer:
     def _insert(self, task: Task, run_id: int, attempt: int, started: float,
                 record: HealRecord) -> int:
         backup = str(record.backup_dir) if record.backup_dir else None
-        with Store(self.db_path, url=self.db_url, host=self.db_host) as store, store.write() as db:
-            cur = db.execute(
-                "INSERT INTO heals(task_id, run_id, attempt, created_at, diagnosis, diff,"
-                " backup_dir, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (task.id, run_id, attempt, started, record.diagnosis, record.diff, backup,
-                 record.outcome),
-            )
-            return int(cur.lastrowid or 0)
+        with Store(self.db_path, url=self.db_url, host=self.db_host) as store:
+            return store.add_heal(task.id, run_id, attempt, started, record.diagnosis,
+                                  record.diff, backup, record.outcome)
 
     def _audit(self, task: Task, run_id: int, attempt: int, record: HealRecord,
                started: float, sandbox: Sandbox | None) -> None:
@@ -338,19 +333,12 @@ def _roll_back(sandbox: Sandbox) -> list[str]:
 
 
 def heals_since(store: Store, task_id: str, since: float) -> int:
-    row = store.connect().execute(
-        "SELECT count(*) FROM heals WHERE task_id = ? AND created_at >= ?", (task_id, since)
-    ).fetchone()
-    return int(row[0])
+    return store.heals_since(task_id, since)
 
 
 def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, object]]:
     """The newest heals of a task (for `show` and `history`)."""
-    cur = store.connect().execute(
-        "SELECT * FROM heals WHERE task_id = ? ORDER BY id DESC LIMIT ?", (task_id, limit)
-    )
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    return store.heal_history(task_id, limit)
 
 
 # --- retention ------------------------------------------------------------------------------------
@@ -392,13 +380,10 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
     """Restore the files the task's latest applied heal changed (atomically), mark the heal
     `reverted` and audit it. RevertError when there is none, or when a file changed since the
     heal (someone edited it; `force` overwrites)."""
-    row = store.connect().execute(
-        "SELECT id, backup_dir FROM heals WHERE task_id = ? AND outcome = 'changed'"
-        " AND backup_dir IS NOT NULL ORDER BY id DESC LIMIT 1", (task_id,)
-    ).fetchone()
-    if row is None:
+    applied = store.last_applied_heal(task_id)
+    if applied is None:
         raise RevertError(f"{task_id} has no applied heal to revert")
-    heal_id, backup = row[0], Path(row[1])
+    heal_id, backup = applied.id, Path(applied.backup_dir)
     if not backup.exists():
         raise RevertError(f"the backup of heal {heal_id} ({backup}) is gone: heal backups are"
                           f" kept for retention_days ({config.retention_days}), like runs")
@@ -434,8 +419,7 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
                 pass
         else:
             atomic_write_bytes(target, data)
-    with store.write() as db:
-        db.execute("UPDATE heals SET outcome = 'reverted' WHERE id = ?", (heal_id,))
+    store.mark_reverted(heal_id)
     append_jsonl(config.logs_dir / AUDIT_LOG, {
         "time": _iso(now), "task": task_id,
         "event": "revert", "heal_id": heal_id, "backup_dir": str(backup),

@@ -26,61 +26,27 @@ _TIMES = ("opened_at", "last_seen", "resolved_at")
 def open_or_bump(store: Store, *, task_id: str | None, kind: str, error: str | None,
                  output_tail: str | None, now: float) -> tuple[int, bool]:
     """Open an incident for (task, kind), or bump the open one. Returns (id, newly opened)."""
-    task = task_id or SCHEDULER_TASK
-    with store.write() as db:
-        db.execute(
-            "INSERT INTO incidents(task_id, kind, status, opened_at, last_seen, count,"
-            " last_error, output_tail) VALUES (?, ?, 'open', ?, ?, 1, ?, ?)"
-            " ON CONFLICT(task_id, kind) WHERE status = 'open' DO UPDATE SET"
-            " count = incidents.count + 1, last_seen = excluded.last_seen,"
-            " last_error = excluded.last_error, output_tail = excluded.output_tail",
-            (task, kind, now, now, error, output_tail),
-        )
-        row = db.execute(
-            "SELECT id, count FROM incidents WHERE task_id = ? AND kind = ? AND status = 'open'",
-            (task, kind),
-        ).fetchone()
-    return int(row[0]), row[1] == 1
+    return store.open_or_bump_incident(task_id or SCHEDULER_TASK, kind, error, output_tail, now)
 
 
 def resolve_for_task(store: Store, task_id: str, now: float, resolution: str) -> list[int]:
     """Resolve every open incident of a task ("task succeeded", "re-enabled"); their ids."""
-    with store.write() as db:
-        ids = [r[0] for r in db.execute(
-            "SELECT id FROM incidents WHERE task_id = ? AND status = 'open' ORDER BY id",
-            (task_id,),
-        )]
-        db.execute(
-            "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolution = ?"
-            " WHERE task_id = ? AND status = 'open'",
-            (now, resolution, task_id),
-        )
-    return ids
+    return store.resolve_task_incidents(task_id, now, resolution)
 
 
 def resolve(store: Store, incident_id: int, now: float,
             resolution: str = "resolved by hand") -> bool:
     """Resolve one incident; False when it does not exist or was not open."""
-    with store.write() as db:
-        cur = db.execute(
-            "UPDATE incidents SET status = 'resolved', resolved_at = ?, resolution = ?"
-            " WHERE id = ? AND status = 'open'",
-            (now, resolution, incident_id),
-        )
-        return cur.rowcount == 1
+    return store.resolve_incident(incident_id, now, resolution)
 
 
 def get_incident(store: Store, incident_id: int) -> dict[str, object] | None:
-    rows = _rows(store, "SELECT * FROM incidents WHERE id = ?", (incident_id,))
-    return rows[0] if rows else None
+    return store.incident(incident_id)
 
 
 def list_incidents(store: Store, include_resolved: bool = False) -> list[dict[str, object]]:
     """Open incidents first, newest first within each group (all columns, times as Unix s)."""
-    where = "" if include_resolved else " WHERE status = 'open'"
-    return _rows(
-        store, f"SELECT * FROM incidents{where} ORDER BY status = 'open' DESC, id DESC", ()
-    )
+    return store.incidents(include_resolved)
 
 
 def incident_title(incident: Mapping[str, object]) -> str:
@@ -146,9 +112,3 @@ def run_incident_command(command: str, incident: Mapping[str, object], *, home: 
                 os.unlink(stdin_path)
             except OSError:
                 pass
-
-
-def _rows(store: Store, sql: str, args: tuple[object, ...]) -> list[dict[str, object]]:
-    cur = store.connect().execute(sql, args)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

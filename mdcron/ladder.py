@@ -100,7 +100,7 @@ def climb(
     deadline = time.monotonic() + budget
     probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
     on_probation = probation is not None and probation > ctx.clock.now()
-    before = store.task_states().get(task.id)
+    before = store.task_state(task.id)
     failures_before = before.consecutive_failures if before else 0
     slot = store.run(run_id) or {}
     scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ from typing import Any
 from .config import Config
 from .heartbeat import expand_vars, mask, missing_vars
 from .notify_config import NotifyConfig, scheme_of
+from .state import outbox
 from .store import Store
 
 FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout"})
@@ -113,40 +114,20 @@ def enqueue(store: Store, config: Config | NotifyConfig, alert: Alert,
     notes: list[str] = []
     with store.write() as db:
         if cfg.collapse_window > 0 and alert.kind not in NEVER_COLLAPSED:
-            row = db.execute(
-                "SELECT window_start, suppressed FROM alert_windows WHERE task_id = ? AND kind = ?",
-                (task_key, alert.kind),
-            ).fetchone()
+            window = outbox.window(db, task_key, alert.kind)
             # a clock that went back (a --now replay) opens a new window rather than a long one
-            if row is not None and 0 <= ts - row[0] < cfg.collapse_window:
-                db.execute(
-                    "UPDATE alert_windows SET suppressed = suppressed + 1"
-                    " WHERE task_id = ? AND kind = ?",
-                    (task_key, alert.kind),
-                )
+            if window is not None and 0 <= ts - window.start < cfg.collapse_window:
+                outbox.count_suppressed(db, task_key, alert.kind)
                 return "collapsed"
-            if row is not None and row[1]:
-                notes.append(_collapsed_note(row[1], "similar alerts", row[0], ts, zone))
-            db.execute(
-                "INSERT INTO alert_windows(task_id, kind, window_start, suppressed)"
-                " VALUES (?, ?, ?, 0) ON CONFLICT(task_id, kind)"
-                " DO UPDATE SET window_start = excluded.window_start, suppressed = 0",
-                (task_key, alert.kind, ts),
-            )
+            if window is not None and window.suppressed:
+                notes.append(_collapsed_note(window.suppressed, "similar alerts", window.start,
+                                             ts, zone))
+            outbox.open_window(db, task_key, alert.kind, ts)
         if alert.kind in RECOVERY_KINDS and alert.task_id is not None:
-            marks = ",".join("?" * len(RECOVERY_KINDS))
-            closed = db.execute(
-                f"SELECT kind, window_start, suppressed FROM alert_windows WHERE task_id = ?"
-                f" AND kind NOT IN ({marks}) ORDER BY kind",
-                (task_key, *sorted(RECOVERY_KINDS)),
-            ).fetchall()
-            for kind, start, suppressed in closed:
-                if suppressed:
-                    notes.append(_collapsed_note(suppressed, f"{kind} alerts", start, ts, zone))
-            db.execute(
-                f"DELETE FROM alert_windows WHERE task_id = ? AND kind NOT IN ({marks})",
-                (task_key, *sorted(RECOVERY_KINDS)),
-            )
+            for closed in outbox.close_windows(db, task_key, keep=RECOVERY_KINDS):
+                if closed.suppressed:
+                    notes.append(_collapsed_note(closed.suppressed, f"{closed.kind} alerts",
+                                                 closed.start, ts, zone))
         held = (
             not alert.is_forced
             and cfg.quiet_hours is not None
@@ -155,14 +136,8 @@ def enqueue(store: Store, config: Config | NotifyConfig, alert: Alert,
         body = "\n".join(notes) + "\n\n" + alert.body if notes else alert.body
         if store.url and store.host:  # issue 11: several hosts share the outbox: say which
             body += f"\n(host {store.host})"
-        db.execute(
-            "INSERT INTO outbox(created_at, destination, task_id, kind, forced, title, body,"
-            " status, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                ts, destination, alert.task_id, alert.kind, int(alert.is_forced), alert.title,
-                body, "held" if held else "pending", None if held else ts,
-            ),
-        )
+        outbox.add_message(db, outbox.Message(ts, destination, alert.task_id, alert.kind,
+                                              alert.is_forced, alert.title, body, held))
     return "held" if held else "queued"
 
 
@@ -196,40 +171,20 @@ def flush(store: Store, config: Config | NotifyConfig, now: float | datetime,
 def _release_held(store: Store, ts: float, zone: Any) -> list[int]:
     digests: list[int] = []
     with store.write() as db:
-        rows = db.execute(
-            "SELECT id, created_at, destination, title, body FROM outbox WHERE status = 'held'"
-            " ORDER BY id"
-        ).fetchall()
-        by_destination: dict[str, list[tuple[Any, ...]]] = {}
-        for row in rows:
-            by_destination.setdefault(row[2], []).append(row)
+        by_destination: dict[str, list[outbox.Held]] = {}
+        for row in outbox.held(db):
+            by_destination.setdefault(row.destination, []).append(row)
         for destination, items in by_destination.items():
-            ids = [r[0] for r in items]
             if len(items) == 1:
-                db.execute(
-                    "UPDATE outbox SET status = 'pending', next_attempt_at = ?"
-                    " WHERE id = ? AND status = 'held'",
-                    (ts, ids[0]),
-                )
+                outbox.release(db, items[0].id, ts)
                 continue
-            cur = db.execute(
-                "INSERT INTO outbox(created_at, destination, kind, title, body, status,"
-                " next_attempt_at) VALUES (?, ?, 'digest', ?, ?, 'pending', ?)",
-                (
-                    ts, destination, f"mdcron: {len(items)} notifications held during quiet hours",
-                    _digest_body(items, zone), ts,
-                ),
-            )
-            digests.append(int(cur.lastrowid or 0))
-            db.execute(
-                f"UPDATE outbox SET status = 'digested' WHERE status = 'held'"
-                f" AND id IN ({','.join('?' * len(ids))})",
-                ids,
-            )
+            digests.append(outbox.add_digest(
+                db, ts, destination, f"mdcron: {len(items)} notifications held during quiet"
+                " hours", _digest_body(items, zone), [r.id for r in items]))
     return digests
 
 
-def _digest_body(items: list[tuple[Any, ...]], zone: Any) -> str:
+def _digest_body(items: list[outbox.Held], zone: Any) -> str:
     lines = []
     for _id, created, _dest, title, body in items[:DIGEST_MAX_ITEMS]:
         when = datetime.fromtimestamp(created, zone).strftime("%H:%M")
@@ -244,16 +199,12 @@ def _digest_body(items: list[tuple[Any, ...]], zone: Any) -> str:
 
 def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
               report: FlushReport) -> None:
-    due = store.connect().execute(
-        "SELECT id, destination FROM outbox WHERE status = 'pending' AND next_attempt_at <= ?"
-        " ORDER BY id",
-        (ts,),
-    ).fetchall()
+    due = store.due_messages(ts)
     failing: set[str] = set()
     for message_id, destination in due:
         if destination in failing:
             continue  # one failure per destination per flush: a dead endpoint stalls once
-        claimed = _claim(store, message_id, ts)
+        claimed = store.claim_message(message_id, ts, LEASE)
         if claimed is None:
             continue  # another flush has it
         title, body, attempts = claimed
@@ -263,29 +214,8 @@ def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
             failing.add(destination)
             _record_failure(store, cfg, message_id, destination, attempts, exc, ts, report)
             continue
-        with store.write() as db:
-            db.execute(
-                "UPDATE outbox SET status = 'sent', sent_at = ?, next_attempt_at = NULL,"
-                " last_error = NULL WHERE id = ?",
-                (ts, message_id),
-            )
+        store.message_sent(message_id, ts)
         report.sent.append(message_id)
-
-
-def _claim(store: Store, message_id: int, ts: float) -> tuple[str, str, int] | None:
-    """Check-and-set: only the flush whose UPDATE changes the row sends the message."""
-    with store.write() as db:
-        cur = db.execute(
-            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?"
-            " WHERE id = ? AND status = 'pending' AND next_attempt_at <= ?",
-            (ts + LEASE, message_id, ts),
-        )
-        if cur.rowcount != 1:
-            return None
-        row = db.execute(
-            "SELECT title, body, attempts FROM outbox WHERE id = ?", (message_id,)
-        ).fetchone()
-    return str(row[0]), str(row[1]), int(row[2])
 
 
 def _record_failure(store: Store, cfg: NotifyConfig, message_id: int, destination: str,
@@ -295,19 +225,15 @@ def _record_failure(store: Store, cfg: NotifyConfig, message_id: int, destinatio
     if exc.permanent or attempts >= cfg.max_attempts:
         why = "permanent error" if exc.permanent else f"{attempts} attempts"
         error = f"{where}: {exc}; gave up ({why}), kept as dead"
-        values: tuple[object, ...] = ("dead", None, str(exc), message_id)
+        status, next_at = "dead", None  # type: tuple[str, float | None]
         report.dead.append(message_id)
     else:
         delay = backoff(attempts)
         error = (f"{where}: {exc}; attempt {attempts} of {cfg.max_attempts},"
                  f" next in {int(delay // 60)} min")
-        values = ("pending", ts + delay, str(exc), message_id)
+        status, next_at = "pending", ts + delay
         report.retrying.append(message_id)
-    with store.write() as db:
-        db.execute(
-            "UPDATE outbox SET status = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
-            values,
-        )
+    store.message_failed(message_id, status, next_at, str(exc))
     report.errors.append(error)
 
 

@@ -38,15 +38,7 @@ def skip_reason(slot: float, last_success: float | None, zone: tzinfo, per: str)
 
 def last_successes(store: Store, task_ids: list[str], before: float) -> dict[str, float]:
     """The latest success slot per task, at or before `before` (any trigger, any attempt)."""
-    if not task_ids:
-        return {}
-    marks = ",".join("?" * len(task_ids))
-    rows = store.connect().execute(
-        f"SELECT task_id, max(scheduled_for) FROM runs WHERE status = 'success'"
-        f" AND scheduled_for <= ? AND task_id IN ({marks}) GROUP BY task_id",
-        (before, *task_ids),
-    )
-    return {r[0]: r[1] for r in rows}
+    return store.last_successes(task_ids, before)
 
 
 def apply(planned: list, store: Store, config: object) -> None:

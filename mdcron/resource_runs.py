@@ -71,9 +71,7 @@ def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: He
 
 
 def _claimed(store: Store, task_id: str, slot: float) -> bool:
-    return store.connect().execute(
-        "SELECT 1 FROM runs WHERE task_id = ? AND scheduled_for = ? AND trigger = 'schedule'"
-        " AND attempt = 1", (task_id, slot)).fetchone() is not None
+    return store.slot_claimed(task_id, slot)
 
 
 def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-untyped-def]

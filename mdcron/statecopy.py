@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .state import transfer
 from .state_url import mask
 from .store import Store
 
@@ -39,7 +40,7 @@ def copy_state(db_path: Path, url: str, host: str) -> dict[str, int]:
             target.execute("BEGIN IMMEDIATE")
             try:
                 for table in TABLES:
-                    held = target.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                    held = transfer.row_count(target, table)
                     if held:
                         raise CopyError(f"{mask(url)} already holds {held} row(s) in {table}:"
                                         " copy into a new, empty database (CREATE DATABASE …)")
@@ -47,8 +48,7 @@ def copy_state(db_path: Path, url: str, host: str) -> dict[str, int]:
                     counts[table] = _copy_table(src, target, table, host)
                 for table in ID_TABLES:
                     if counts[table]:
-                        target.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
-                                       f" (SELECT max(id) FROM {table}))")
+                        transfer.advance_ids(target, table)
             except BaseException:
                 target.execute("ROLLBACK")
                 raise
@@ -59,15 +59,11 @@ def copy_state(db_path: Path, url: str, host: str) -> dict[str, int]:
 
 
 def _copy_table(src, target, table: str, host: str) -> int:
-    theirs = [r[0] for r in target.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema ="
-        " current_schema() AND table_name = ? ORDER BY ordinal_position", (table,)).fetchall()]
-    ours = {r[1] for r in src.execute(f"PRAGMA table_info({table})")}
-    columns = [c for c in theirs if c in ours]
-    rows = src.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY rowid").fetchall()
+    ours = transfer.sqlite_columns(src, table)
+    columns = [c for c in transfer.pg_columns(target, table) if c in ours]
+    rows = transfer.read_table(src, table, columns)
     if table == "runs":  # rows from before hosts existed were this host's
         at = columns.index("host")
         rows = [r[:at] + ((r[at] or host),) + r[at + 1:] for r in rows]
-    marks = ", ".join("?" * len(columns))
-    target.executemany(f"INSERT INTO {table}({', '.join(columns)}) VALUES ({marks})", rows)
+    transfer.insert_rows(target, table, columns, rows)
     return len(rows)

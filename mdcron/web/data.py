@@ -5,7 +5,7 @@ parse cache's own rows that `load_all` refreshes exactly as `list` does."""
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -13,6 +13,7 @@ from pathlib import Path
 from ..clock import to_dt
 from ..config import Config, ConfigError, load_config
 from ..queries import Loaded, explain, iso, list_rows, loaded_with_state
+from ..state.runs import RunFilter
 from ..store import state_store
 from ..task import Task
 
@@ -107,8 +108,7 @@ def banners(config: Config, loaded: Loaded, now: float) -> dict:
 
         with state_store(config) as store:
             last = last_tick(config, store)
-            out["open_incidents"] = store.connect().execute(
-                "SELECT count(*) FROM incidents WHERE status = 'open'").fetchone()[0]
+            out["open_incidents"] = store.open_incident_count()
         if last is not None and now - float(last) > STALE_TICK:
             out["stale_tick"] = now - float(last)
     return out
@@ -225,10 +225,7 @@ def run_view(config: Config, run_id: int) -> dict:
         row = store.run(run_id)
         if row is None:
             raise NotFound(f"no run {run_id}")
-        ladder = store.connect().execute(
-            "SELECT id FROM runs WHERE task_id = ? AND scheduled_for = ? ORDER BY id",
-            (row["task_id"], row["scheduled_for"])).fetchall()
-        ladder_rows = [store.run(r[0]) for r in ladder]
+        ladder_rows = store.slot_rows(str(row["task_id"]), float(row["scheduled_for"]))
     log, truncated = "", False
     path = row.get("log_path")
     if path:
@@ -256,23 +253,15 @@ def _tail(path: Path, config: Config) -> tuple[str, bool]:
 def history_view(config: Config, *, task: str | None, status: str | None,
                  trigger: str | None, day: str | None, before: int | None) -> dict:
     """A page of runs, newest first (keyset pagination on id: fast at any depth)."""
-    where, args = [], []
-    for col, value in (("task_id", task), ("status", status), ("trigger", trigger)):
-        if value:
-            where.append(f"{col} = ?")
-            args.append(value)
+    where = RunFilter(task_id=task, status=status, trigger=trigger, before=before)
     if day:
         start = datetime.fromisoformat(day).astimezone()  # a local day (ValueError: 400)
-        where.append("started_at >= ? AND started_at < ?")
-        args += [start.timestamp(), (start + timedelta(days=1)).timestamp()]
-    if before is not None:
-        where.append("id < ?")
-        args.append(before)
-    sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        where = replace(where, started_from=start.timestamp(),
+                        started_until=(start + timedelta(days=1)).timestamp())
     rows: list[dict] = []
     if config.state_exists:
         with state_store(config) as store:
-            rows = store._rows(sql + " ORDER BY id DESC LIMIT ?", (*args, PAGE + 1))
+            rows = store.history_page(where, PAGE + 1)
     more = len(rows) > PAGE
     rows = rows[:PAGE]
     return {"runs": [history_json(r) for r in rows],
@@ -335,10 +324,7 @@ def health_view(home: Path, config: Config | None, now: float) -> dict:
     locks: list[dict] = []
     if config is not None and config.state_exists:
         with state_store(config) as store:
-            outbox = store._rows(
-                "SELECT id, created_at, destination, task_id, kind, title, status, attempts,"
-                " next_attempt_at, last_error FROM outbox WHERE status IN ('pending', 'held',"
-                " 'dead') ORDER BY id DESC LIMIT 100", ())
+            outbox = store.outbox_unsent(100)
         for r in outbox:
             r["created_at"] = iso(r["created_at"])
             r["next_attempt_at"] = iso(r["next_attempt_at"])
