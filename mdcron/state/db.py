@@ -5,7 +5,6 @@ turns a cursor into dicts keyed by column."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -37,7 +36,3 @@ def dict_rows(db: Any, sql: str, args: tuple[object, ...] | list[object] = ()
 def marks(n: int) -> str:
     """`?, ?, ?` for an IN list of n values."""
     return ",".join("?" * n)
-
-
-def column(rows: Iterator[Any] | Any) -> list[Any]:
-    return [r[0] for r in rows]

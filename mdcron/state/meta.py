@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .db import Tables
+from .db import Tables, marks
 
 _PUT = ("INSERT INTO meta(key, value) VALUES (?, ?)"
         " ON CONFLICT(key) DO UPDATE SET value = excluded.value")
@@ -20,8 +20,7 @@ def read_meta(db: Any, key: str) -> str | None:
 
 def read_metas(db: Any, keys: Iterable[str]) -> dict[str, str]:
     keys = list(keys)
-    return dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})",
-                           keys))
+    return dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks(len(keys))})", keys))
 
 
 def put_metas(db: Any, values: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
