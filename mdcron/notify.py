@@ -222,10 +222,11 @@ def _record_failure(store: Store, cfg: NotifyConfig, message_id: int, destinatio
                     attempts: int, exc: DeliveryError, ts: float, report: FlushReport) -> None:
     template = cfg.destinations.get(destination, "")
     where = f"notification #{message_id} to {destination!r} ({scheme_of(template)})"
+    next_at: float | None = None
     if exc.permanent or attempts >= cfg.max_attempts:
         why = "permanent error" if exc.permanent else f"{attempts} attempts"
         error = f"{where}: {exc}; gave up ({why}), kept as dead"
-        status, next_at = "dead", None  # type: tuple[str, float | None]
+        status = "dead"
         report.dead.append(message_id)
     else:
         delay = backoff(attempts)
