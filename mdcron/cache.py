@@ -449,9 +449,29 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         "cache_idle": "1",  # no config key gives every tick work (yet): fastpath.py reads it
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
         "cache_heartbeat": config.heartbeat_url or "",
+        "cache_elsewhere": _elsewhere(db, config),
     }
     db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
                    " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())
+
+
+def _elsewhere(db: sqlite3.Connection, config: Config) -> str:
+    """JSON {id: hosts} of the enabled tasks whose `hosts:` leave this host out: due, they are
+    still idle here (fastpath._idle_rows). Only rows naming hosts are decoded."""
+    from .state_url import runs_here
+
+    here, out = config.host_name, {}
+    for task_id, text in db.execute(
+            "SELECT c.task_id, d.task FROM task_cache c JOIN task_cache_data d USING (path)"
+            " WHERE c.task_id IS NOT NULL AND c.enabled = 1"
+            " AND d.task NOT LIKE '%\"hosts\":[]%'"):
+        try:
+            hosts = json.loads(text)["hosts"]
+        except (ValueError, TypeError, KeyError):
+            continue  # not listed: due, it is not idle (the full tick looks)
+        if isinstance(hosts, list) and hosts and not runs_here(tuple(hosts), here):
+            out[task_id] = hosts
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
 
 def _task_state(row: StateRow) -> TaskState:

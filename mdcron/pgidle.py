@@ -82,10 +82,13 @@ def state_url(config_text: str) -> str | None:
         return None
 
 
-def unchanged(db, config_text: str, home: str) -> bool:
+def unchanged(db, config_text: str, home: str,
+              elsewhere: dict[str, list[str]] | None = None) -> bool:
     """`db`: the local state (sqlite3). True when the shared state is still the mirrored one
     and the database's clock agrees with this machine's within max_clock_skew (and no result
-    waits in the spool, spool.py)."""
+    waits in the spool, spool.py). `elsewhere`: due tasks whose `hosts:` leave this host out
+    (id -> hosts); idle only while their "runs nowhere" alerts agree with their hosts'
+    liveness (hostfiles.alert_orphaned would write nothing): asked in the same query."""
     if os.path.exists(os.path.join(home, "state", "spool.jsonl")):
         return False
     meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN"
@@ -101,16 +104,42 @@ def unchanged(db, config_text: str, home: str) -> bool:
                        " WITH seen AS (UPDATE hosts SET seen_at = extract(epoch FROM"
                        f" clock_timestamp()) WHERE name = '{host}' RETURNING 1)"
                        " SELECT (SELECT value FROM meta WHERE key = 'state_version'),"
-                       " extract(epoch FROM clock_timestamp())::float8")
+                       " extract(epoch FROM clock_timestamp())::float8"
+                       + _ALERTS + (_AGES if elsewhere else ""))
     if answer is None:
         return False
-    (version, theirs), midpoint = answer
+    (version, theirs, alerts, *ages), midpoint = answer
+    if (alerts or elsewhere) and not _agrees(host, alerts, ages, elsewhere or {}):
+        return False
     try:
         if abs(midpoint - float(theirs)) > float(meta["pg_max_skew"]):
             return False  # the full tick refuses and alerts (hostlease.check_clock)
     except (TypeError, ValueError, KeyError):
         return False
     return version == meta["pg_version"]
+
+
+# alert rows and hosts' ages as text: host names are HOST_LIKE, task ids ID_LIKE (no ' ', ',',
+# '='); the ages only when a due task runs elsewhere
+_ALERTS = (", (SELECT string_agg(key || '=' || value, ' ') FROM meta"
+           " WHERE key LIKE 'orphaned:%')")
+_AGES = (", (SELECT string_agg(name || ' ' || (extract(epoch FROM clock_timestamp()) - seen_at)"
+         "::text, ',') FROM hosts)")
+
+
+def _agrees(here: str, alerts: str | None, ages: list[str | None],
+            elsewhere: dict[str, list[str]]) -> bool:
+    """The "runs nowhere" alert rows are as the full tick would leave them (hostfiles)."""
+    from .hostfiles import ALERTED, orphaned_state
+
+    try:
+        seen = {n: float(a) for n, _, a in (h.partition(" ") for h in (ages[0] or "").split(",")
+                                            if h)} if ages else {}
+        alerted = {k.removeprefix(ALERTED): v for k, _, v in (
+            a.partition("=") for a in (alerts or "").split(" ") if a)}
+    except ValueError:
+        return False
+    return orphaned_state(here, seen, elsewhere, alerted)
 
 
 def _ask(url: str, sql: str) -> tuple[tuple[str | None, ...], float] | None:

@@ -605,21 +605,57 @@ def test_a_task_whose_hosts_all_stopped_is_named_by_list_and_doctor(pg_url, tmp_
     assert "none of its hosts" not in run_cli(a, "list").stderr  # its one query said so
 
 
-def test_a_due_task_whose_hosts_all_stopped_alerts_once(pg_url, tmp_path, http_sink):
+def test_a_due_task_whose_hosts_all_stopped_alerts_once_until_that_changes(pg_url, tmp_path,
+                                                                         http_sink):
+    """One message while b stays silent, however long (not one per collapse window); the
+    other host's idle ticks stay idle meanwhile (before: every tick was a full one); when b
+    ticks again and later dies again, a new message."""
+    import psycopg
+
     marks = tmp_path / "marks"
     marks.mkdir()
-    a = make_home(tmp_path, "a", pg_url, marks, 0)
-    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
-        handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
-    (a / "tasks" / "only-b.md").write_text(render_task(
-        "only-b", schedule="* 10 * * *", command="true", hosts=["b"]), encoding="utf-8")
+    a, b = (make_home(tmp_path, name, pg_url, marks, 0) for name in ("a", "b"))
+    for home in (a, b):
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
+        (home / "tasks" / "only-b.md").write_text(render_task(
+            "only-b", schedule="0 * * * *", command=f"echo x >> {marks}/ran", hosts=["b"]),
+            encoding="utf-8")
     assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
     out = run_cli(a, "tick", "--now", NOW)
     assert "only-b: none of its hosts ticks any more" in out.stdout, out.stdout + out.stderr
-    run_cli(a, "tick", "--now", "2026-11-23T10:01:00+00:00")  # collapsed: no second message
-    messages = [b["title"] for b in http_sink.bodies()]
-    assert messages == ["mdcron: only-b runs nowhere"], messages
-    assert list(marks.iterdir()) == []
+    for at in ("10:01", "11:30", "13:05"):  # past the 1 h collapse window too
+        run_cli(a, "tick", "--now", f"2026-11-23T{at}:00+00:00")
+    assert [m["title"] for m in http_sink.bodies()] == ["mdcron: only-b runs nowhere"]
+    age(a)
+    assert probe_tick(a, "2026-11-23T13:06:00+00:00") == "CODE 0 PSYCOPG False"  # idle
+    assert run_cli(b, "tick", "--now", "2026-11-23T13:07:00+00:00").returncode == 0  # b is back
+    assert (marks / "ran").read_text() == "x\n"
+    assert probe_tick(a, "2026-11-23T13:08:00+00:00") == "CODE 0 PSYCOPG True"  # state moved
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # b silent for 10 minutes
+        conn.execute("UPDATE hosts SET seen_at = seen_at - 600 WHERE name = 'b'")
+    age(a)
+    assert probe_tick(a, "2026-11-23T13:59:00+00:00") == "CODE 0 PSYCOPG False"  # not due yet
+    assert probe_tick(a, "2026-11-23T14:00:00+00:00") == "CODE 0 PSYCOPG True"  # due: alert
+    assert [m["title"] for m in http_sink.bodies()] == ["mdcron: only-b runs nowhere"] * 2
+    age(a)
+    assert probe_tick(a, "2026-11-23T14:01:00+00:00") == "CODE 0 PSYCOPG False"
+
+
+def test_a_task_for_another_host_keeps_a_single_host_idle(home, write_task):
+    """SQLite, one host: a due task whose `hosts:` name another host is not run here, so the
+    tick stays idle (it used to go the full way every minute)."""
+    from test_cache import probe
+
+    write_task("mine", schedule="0 6 * * *", command="true")
+    write_task("theirs", schedule="* * * * *", command="true", hosts=["elsewhere"])
+    assert run_cli(home, "tick", "--now", NOW).returncode == 0
+    age(home)
+    code, mods, output = probe(home, "tick", "--now", "2026-11-23T10:01:00+00:00")
+    assert (code, mods, output) == (0, set(), "")
+    code, mods, _ = probe(home, "tick", "--now", "2026-11-23T10:02:00+00:00", "--dry-run")
+    assert "mdcron.tick" in mods  # a dry run plans it: the full path says so
+    assert history(home) == []
 
 
 def test_clocks_20_seconds_apart_never_run_a_slot_twice(pg_url, tmp_path):
