@@ -21,7 +21,6 @@ import os
 import re
 import time
 
-_URL_LINE = re.compile(r"""^state_url:[ \t]*(['"]?)([^'"#\s]+)\1[ \t]*(?:#.*)?$""", re.M)
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # state_url.HOST_LIKE: safe in SQL text
 _STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
            " path FROM task_state")
@@ -67,19 +66,48 @@ def mirror(store, local, config) -> None:  # store: the PostgreSQL Store; local:
 
 def state_url(config_text: str) -> str | None:
     """The state URL as config.py would find it ($MDCRON_STATE_URL wins, ${VAR}s expanded),
-    for the plain `state_url: URL` line; None when it cannot be read this simply."""
+    from a one-line `state_url:` (plain, '…' or "…" without escapes, a comment after it, CRLF
+    line ends); None when it cannot be read this simply (the full tick reads it)."""
     url = os.environ.get("MDCRON_STATE_URL")
     if not url:  # fastpath.config_text marks the file's text with a leading '+'
-        m = _URL_LINE.search(config_text[1:] if config_text.startswith("+") else config_text)
-        if m is None:
+        url = _one_line(config_text[1:] if config_text.startswith("+") else config_text)
+        if url is None:
             return None
-        url = m.group(2)
     try:
         from .envref import ENV_REF
 
         return ENV_REF.sub(lambda m: os.environ[m.group(1)], url.strip())
     except KeyError:
         return None
+
+
+def _one_line(text: str) -> str | None:
+    """The value of the last top-level `state_url:` line (YAML keeps the last of a key given
+    twice), if it is a one-line scalar without YAML escapes; else None."""
+    lines = [line for line in text.splitlines() if line.startswith("state_url:")]
+    if not lines:
+        return None
+    rest = lines[-1][len("state_url:"):].strip()
+    if rest[:1] in ("'", '"'):
+        quote = rest[0]
+        end = rest.find(quote, 1)
+        if quote == "'":
+            while end != -1 and rest[end + 1:end + 2] == "'":  # '' is one '
+                end = rest.find("'", end + 2)
+        if end == -1:
+            return None
+        value, tail = rest[1:end], rest[end + 1:]
+        if quote == '"' and "\\" in value:
+            return None  # an escape: YAML's rules, not ours
+        if tail and not (tail[0].isspace() and tail.lstrip().startswith("#")):
+            return None
+        return value.replace("''", "'") if quote == "'" else value
+    for mark in (" #", "\t#"):
+        if mark in rest:
+            rest = rest[:rest.index(mark)].rstrip()
+    if not rest or rest[0] in "|>&*!{[@`%#":
+        return None  # a block scalar, an alias, a tag, a flow collection: the full tick
+    return rest
 
 
 def unchanged(db, config_text: str, home: str,

@@ -400,11 +400,11 @@ print("CODE", code, "PSYCOPG", "psycopg" in sys.modules)
 """
 
 
-def probe_tick(home: Path, now: str) -> str:
+def probe_tick(home: Path, now: str, extra: dict[str, str] | None = None) -> str:
     """A tick in a fresh interpreter that says whether it needed psycopg (the full tick)."""
     from conftest import REPO
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")} | (extra or {})
     out = subprocess.run([sys.executable, "-c", IDLE_PROBE, str(home), now], cwd=REPO,
                          capture_output=True, text=True, env=env)
     assert "CODE" in out.stdout, out.stdout + out.stderr
@@ -473,6 +473,35 @@ def test_the_idle_tick_finds_the_url_as_config_does(text, env, expected, monkeyp
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert state_url(text) == expected
+
+
+FORMS = [  # scheduler.yaml texts; PG_URL=postgresql://u:p@h/db, PGI_PW=s3cret
+    "state_url: ${PG_URL}\n", "state_url: '${PG_URL}'\n", 'state_url: "${PG_URL}"\n',
+    "state_url:   ${PG_URL}   # the shared one\n", "host: a\r\nstate_url: ${PG_URL}\r\n",
+    "state_url: postgresql://u:${PGI_PW}@h/db\n", "state_url: 'postgresql://u:it''s@h/db'\n",
+    "state_url: postgresql://u@h/db#x\n", "state_url: postgresql://u@h/db\nstate_url: ${PG_URL}\n",
+    'state_url: "postgresql://u@h/\\x64b"\n', "state_url: >-\n  postgresql://u@h/db\n",
+    "notify:\n  state_url: ${PG_URL}\n",
+    "state_url: 'postgresql://u@h/db'  # x\n",
+]
+
+
+@pytest.mark.parametrize("text", FORMS)
+def test_the_idle_tick_reads_state_url_as_config_does_or_not_at_all(text, tmp_path,
+                                                                    monkeypatch):
+    """The oracle is config.load_config: the idle tick's URL is the same, or None (full tick)."""
+    from mdcron.config import load_config
+    from mdcron.pgidle import state_url
+
+    monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
+    monkeypatch.setenv("PG_URL", "postgresql://u:p@h/db")
+    monkeypatch.setenv("PGI_PW", "s3cret")
+    (tmp_path / "scheduler.yaml").write_bytes(text.encode())
+    config, _ = load_config(tmp_path)
+    mine = state_url("+" + text)
+    assert mine in (config.state_url, None), (mine, config.state_url)
+    simple = "\\" not in text and ">-" not in text and "  state" not in text
+    assert (mine is not None) == simple
 
 
 def running_job(tmp_path: Path, pg_url: str, end: str = ""):
@@ -683,3 +712,34 @@ def test_clocks_20_seconds_apart_never_run_a_slot_twice(pg_url, tmp_path):
     assert max(slots.values()) == 1  # never twice
     assert {s for _, s in slots} == {f"2026-11-23T10:0{m}:00+00:00" for m in range(3)}
     assert sum(len(p.read_text().split("\n")) - 1 for p in marks.iterdir()) == len(rows)
+
+
+@pytest.mark.parametrize("form", ["${PG_URL}", '"${PG_URL}"', "env", "crlf", "pgpassword"])
+def test_the_idle_tick_takes_the_common_forms_of_state_url(form, pg_url, tmp_path):
+    """`state_url: ${PG_URL}` (quoted or not), $MDCRON_STATE_URL alone, a file with CRLF line
+    ends, a password in $PGPASSWORD: the idle tick reads the URL as config does (no psycopg)."""
+    from urllib.parse import urlsplit
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", None, marks, 2)
+    env = {"PG_URL": pg_url}
+    config = "host: a\n"
+    if form == "env":
+        env = {"MDCRON_STATE_URL": pg_url}
+    elif form == "crlf":
+        config = f"host: a\r\nstate_url: {pg_url}\r\n"
+    elif form == "pgpassword":
+        parts = urlsplit(pg_url)
+        env["PGPASSWORD"] = parts.password or ""
+        bare = pg_url.replace(f":{parts.password}@", "@") if parts.password else pg_url
+        config += f"state_url: {bare}\n"
+    else:
+        config += f"state_url: {form}\n"
+    (a / "scheduler.yaml").write_bytes(config.encode())
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")} | env
+    out = subprocess.run([sys.executable, str(SCHEDULER), "--home", str(a), "tick", "--now",
+                          BEFORE], capture_output=True, text=True, env=full)
+    assert out.returncode == 0, out.stdout + out.stderr
+    age(a)
+    assert probe_tick(a, "2026-11-23T09:59:20+00:00", env) == "CODE 0 PSYCOPG False"
