@@ -17,12 +17,14 @@ Idle means all of:
     whose outside paths (a `cwd`, a script) resolve as they did; no row is left over;
   - no id is used twice; every valid task's task_state row agrees (enabled, path), so observe
     would write nothing; every enabled task's next_due was computed from the current
-    (last_slot, not_before, system zone) and lies after now;
+    (last_slot, not_before, system zone) and lies after now, except for a task whose `hosts:`
+    leave this host out (meta cache_elsewhere): the full tick never runs it here;
   - nothing else is pending: no run marked running (recovery), no outbox message pending or
     held, the problems are those last reported, and retention is not due.
 With a PostgreSQL state (issue 11) the task_state rows and retention_at read here are this
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
-(pgidle.unchanged: one query through libpq, no psycopg).
+(pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
+elsewhere has its "runs nowhere" alert row as the full tick would leave it (hostfiles.py).
 A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 """
