@@ -412,7 +412,7 @@ class View:
                                ((e.path,) for e in rows if e.task is None))
                 db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
                                " due_zone = ?, due_after = ? WHERE path = ?", dues)
-                _write_summary(db, self.key, self.config)
+                _write_summary(db, self.key, self.config, hosts=bool(rows or drop or self.rebuild))
         except sqlite3.Error:
             pass
 
@@ -429,9 +429,12 @@ def _row(e: Entry) -> tuple:
             e.due_after)
 
 
-def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
+def _write_summary(db: sqlite3.Connection, key: str, config: Config,
+                   hosts: bool = False) -> None:
     """What fastpath reads instead of the rows' problems, recomputed from the rows themselves
-    (so that two ticks saving at once still leave a summary that matches the rows)."""
+    (so that two ticks saving at once still leave a summary that matches the rows).
+    `hosts`: task rows changed, so cache_elsewhere is recomputed too (it reads every task's
+    JSON: not on a tick that only moved next_due)."""
     problems: list[Problem] = []
     damaged = False
     for (text,) in db.execute("SELECT problems FROM task_cache WHERE problems IS NOT NULL"):
@@ -449,8 +452,9 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         "cache_idle": "1",  # no config key gives every tick work (yet): fastpath.py reads it
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
         "cache_heartbeat": config.heartbeat_url or "",
-        "cache_elsewhere": _elsewhere(db, config),
     }
+    if hosts or db.execute("SELECT 1 FROM meta WHERE key = 'cache_elsewhere'").fetchone() is None:
+        values["cache_elsewhere"] = _elsewhere(db, config)
     db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
                    " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())
 
