@@ -112,8 +112,9 @@ def release(store, lease: Lease) -> None:
 
 def renew(db, dialect: str, lease: Lease, seconds: float) -> bool:
     """One renewal (a lone autocommit statement); False: the lease is no longer this one's."""
-    cur = db.execute(f"UPDATE leases SET expires_at = {db_now(dialect)} + ? WHERE task_id = ?"
-                     " AND fence = ? AND holder = ?",
+    now = db_now(dialect)  # an expired lease is not revived: another host may be taking it
+    cur = db.execute(f"UPDATE leases SET expires_at = {now} + ? WHERE task_id = ?"
+                     f" AND fence = ? AND holder = ? AND expires_at > {now}",
                      (seconds, lease.task_id, lease.fence, lease.holder))
     return cur.rowcount == 1
 
@@ -169,6 +170,9 @@ class Renewer:
             while not self.wake.wait(seconds / 3):
                 with self.guard:
                     held = list(self.leases.values())
+                    if not held:  # the tick's runs ended: the next lease starts a new thread
+                        self.thread = None
+                        return
                 for lease in held:
                     try:
                         if not renew(store.connect(), store.dialect, lease, seconds):

@@ -198,14 +198,19 @@ def test_hosts_must_be_a_list_of_host_names(home, write_task, cli):
     assert "would run the task nowhere" in out.stdout + out.stderr
 
 
+LEASE = 1.5  # seconds of lease in these tests (renewed every 0.5 s by the tick's thread)
+
+
 def lease_homes(tmp_path: Path, pg_url: str) -> tuple[Path, Path, Path]:
-    """Hosts a and b with one `* 10 * * *` task (timeout 60 s); on a it runs until `release`
-    exists, on b it ends at once. Both have seen it at 09:59."""
+    """Hosts a and b with one `* 10 * * *` task (timeout 60 s) and leases of LEASE seconds; on
+    a it runs until `release` exists, on b it ends at once. Both have seen it at 09:59."""
     marks = tmp_path / "marks"
     marks.mkdir()
     homes = []
     for name in ("a", "b"):
         home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"lease_seconds: {LEASE}\n")
         wait = (f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if name == "a" else "")
         (home / "tasks" / "job.md").write_text(render_task(
             "job", schedule="* 10 * * *", timeout=60,
@@ -227,46 +232,79 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("a_tick", ["alive", "killed"])
-def test_a_run_on_another_host_holds_the_task_until_its_deadline(pg_url, tmp_path, a_tick):
-    """B skips while A's run is within timeout + 60 s and never calls it crashed (B cannot see
-    A's processes); after the deadline B closes A's row as timeout and runs; A's late result
-    does not overwrite that row."""
+def lease_of(pg_url: str, task_id: str = "job") -> tuple[str | None, int, bool]:
+    """(holder, fence, expired by the database's clock) of a task's lease row."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        return conn.execute("SELECT holder, fence, coalesce(expires_at <"
+                            " extract(epoch FROM clock_timestamp()), true) FROM leases"
+                            " WHERE task_id = %s", (task_id,)).fetchone()
+
+
+def test_a_live_tick_renews_its_lease_while_its_task_outlives_it(pg_url, tmp_path):
+    """A's task runs for several lease intervals; A's tick renews the lease from its own
+    thread, so B skips every slot meanwhile, then A's result is recorded."""
+    a, b, marks = lease_homes(tmp_path, pg_url)
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")  # A's task is running, its lease taken
+    holder, fence, expired = lease_of(pg_url)
+    assert holder.startswith(f"a:{tick_a.pid}:") and fence == 1 and not expired
+    for minute in ("01", "02", "03"):  # ~3 lease intervals of real time: renewal must run
+        time.sleep(LEASE)
+        assert lease_of(pg_url)[2] is False, "the lease expired although A's tick lives"
+        out = run_cli(b, "tick", "--now", f"2026-11-23T10:{minute}:00+00:00")
+        assert out.returncode == 0, out.stderr
+    (marks / "release").touch()
+    out, err = tick_a.communicate(timeout=60)
+    assert tick_a.returncode == 0, out + err
+    rows = job_rows(b)
+    assert rows[0] == ("a", "success", "10:00", "")
+    assert [r[:3] for r in rows[1:]] == [("b", "skipped", f"10:0{m}") for m in (1, 2, 3)]
+    assert all(r[3].startswith("previous run still running on host a since 2026-11-23 10:00")
+               for r in rows[1:])
+    assert lease_of(pg_url)[0] is None  # released when the run ended
+    assert (marks / "ran").read_text().split() == ["a", "1"]
+
+
+def test_a_killed_tick_loses_its_lease_and_its_host_kills_the_stale_run_when_back(pg_url,
+                                                                                  tmp_path):
+    """A's tick is killed with SIGKILL while its task runs: B skips until A's lease expires
+    (nobody renews it), then takes the task over on its next slot and closes A's row as
+    timeout. When A ticks again it kills its own stale process group; A's late result
+    overwrites nothing."""
     import signal
+
+    from mdcron.locks import read_info
+    from mdcron.runner import group_alive
 
     a, b, marks = lease_homes(tmp_path, pg_url)
     tick_a = start_tick(a, NOW)
-    wait_for_file(marks / "ran")  # A's task is running
+    wait_for_file(marks / "ran")
     out = run_cli(b, "tick", "--now", "2026-11-23T10:01:00+00:00")
     assert out.returncode == 0, out.stderr
     (held, skipped) = job_rows(b)
     assert held == ("a", "running", "10:00", "")  # not `crashed`: B cannot see A's processes
     assert skipped[:3] == ("b", "skipped", "10:01")
-    assert skipped[3].startswith("previous run still running on host a since 2026-11-23 10:00")
-    if a_tick == "killed":
-        tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
-        tick_a.communicate()
-    late = run_cli(b, "tick", "--now", "2026-11-23T10:03:00+00:00")  # past 10:00 + 60 + 60 s
+    tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
+    tick_a.communicate()
+    give_up = time.monotonic() + 30
+    while not lease_of(pg_url)[2]:  # the database's clock passes the last renewal + LEASE
+        assert time.monotonic() < give_up, "A's lease never expired"
+        time.sleep(0.1)
+    late = run_cli(b, "tick", "--now", "2026-11-23T10:02:00+00:00")
     assert late.returncode == 0, late.stderr
     rows = job_rows(b)
-    assert rows[0][:3] == ("a", "timeout", "10:00") and "host a did not finish" in rows[0][3]
-    assert rows[2] == ("b", "success", "10:03", "")
-    if a_tick == "killed":  # A comes back: its orphaned task must not go on running
-        from mdcron.locks import read_info
-        from mdcron.runner import group_alive
-
-        info = read_info(a / "state" / "locks" / "job.lock")
-        assert info is not None and info.pgid is not None and group_alive(info.pgid)
-        back = run_cli(a, "tick", "--now", "2026-11-23T10:03:30+00:00")
-        assert "taken over by another host" in back.stdout, back.stdout + back.stderr
-        assert not group_alive(info.pgid)
-    (marks / "release").touch()  # A's task ends now, long after its lease
-    if a_tick == "alive":
-        tick_a.communicate(timeout=60)
-        assert tick_a.returncode in (0, 1)
-    assert job_rows(b)[0][:2] == ("a", "timeout")  # A's late result did not overwrite it
-    assert job_rows(b)[2] == ("b", "success", "10:03", "")
-    assert len(job_rows(b)) == 3
+    assert rows[0][:3] == ("a", "timeout", "10:00") and "lease expired" in rows[0][3]
+    assert rows[2] == ("b", "success", "10:02", "")
+    assert lease_of(pg_url)[:2] == (None, 2)  # b took it (fence 2) and released it
+    info = read_info(a / "state" / "locks" / "job.lock")
+    assert info is not None and info.pgid is not None and group_alive(info.pgid)
+    back = run_cli(a, "tick", "--now", "2026-11-23T10:02:30+00:00")
+    assert "taken over by host b" in back.stdout, back.stdout + back.stderr
+    assert not group_alive(info.pgid)
+    assert job_rows(b) == rows  # nothing of A's overwrote B's rows
+    assert (marks / "ran").read_text().split() == ["a", "1", "b", "3"]
 
 
 def test_dry_run_reads_the_shared_state(pg_url, tmp_path):
