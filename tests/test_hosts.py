@@ -15,6 +15,8 @@ import pytest
 from conftest import SCHEDULER, render_task, run_cli
 from test_cache import age
 
+from mdcron.schema import SCHEMA_VERSION
+
 BEFORE = "2026-11-23T09:59:00+00:00"
 NOW = "2026-11-23T10:00:00+00:00"
 TASKS = 200
@@ -161,7 +163,7 @@ def test_doctor_reports_a_reachable_postgresql_state(pg_url, home):
     assert "no tick recorded yet" in out.stdout
     assert run_cli(home, "tick").returncode == 0
     after = run_cli(home, "doctor").stdout
-    assert "schema 5" in after
+    assert f"schema {SCHEMA_VERSION}" in after
     assert "no tick recorded yet" not in after  # this host's last tick, kept locally
 
 
@@ -685,3 +687,45 @@ def test_clocks_20_seconds_apart_never_run_a_slot_twice(pg_url, tmp_path):
     assert max(slots.values()) == 1  # never twice
     assert {s for _, s in slots} == {f"2026-11-23T10:0{m}:00+00:00" for m in range(3)}
     assert sum(len(p.read_text().split("\n")) - 1 for p in marks.iterdir()) == len(rows)
+
+
+def test_a_spooled_failure_finishes_its_ladder_when_recorded(pg_url, pg_server, tmp_path,
+                                                             http_sink):
+    """The run fails while the database is unreachable; the next tick records it from the
+    spool and does what the ladder would have done with no step left: no late retry, the
+    failure counted, the suspension the consecutive-failure rule asks for, its alert once."""
+    import psycopg
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write(f"max_consecutive_failures: 1\nnotify:\n  destinations:\n"
+                     f"    ops: \"{http_sink.json_url()}\"\n")
+    (a / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="0 10 * * *", retry=True, self_heal=False,
+        command=f"echo a >> {marks}/ran; while [ ! -e {marks}/release ]; do sleep 0.05; done;"
+        " exit 4"), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    tick = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    name = pg_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                      " WHERE datname = %s", (name,))
+        (marks / "release").touch()
+        out, err = tick.communicate(timeout=60)
+        assert tick.returncode == 2, out + err
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    direct = len(http_sink.bodies())  # the tick's direct alert: the database is unusable
+    later = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
+    assert "job: run 1 failed from the spool: suspended: failed 1 ticks in a row" in later.stdout, \
+        later.stdout + later.stderr
+    rows = history(a)
+    assert [(r["kind"], r["status"], r["exit_code"]) for r in rows] == [("run", "failed", 4)]
+    assert "recorded late from the spool" in json.dumps(rows[0])
+    assert "enabled: false" in (a / "tasks" / "job.md").read_text()
+    messages = [b["title"] + b["message"] for b in http_sink.bodies()[direct:]]
+    assert len(messages) == 1 and "suspended" in messages[0].lower(), messages
+    assert (marks / "ran").read_text().split() == ["a"]  # no late retry
