@@ -729,3 +729,92 @@ def test_a_spooled_failure_finishes_its_ladder_when_recorded(pg_url, pg_server, 
     messages = [b["title"] + b["message"] for b in http_sink.bodies()[direct:]]
     assert len(messages) == 1 and "suspended" in messages[0].lower(), messages
     assert (marks / "ran").read_text().split() == ["a"]  # no late retry
+
+
+class SocketProxy:
+    """PostgreSQL's Unix socket through a relay in `folder` that the test can cut (a network
+    partition of one host: its connections drop and new ones fail) and mend."""
+
+    def __init__(self, target_dir: str, folder: Path):
+        import socket
+        import threading
+
+        self.target = f"{target_dir}/.s.PGSQL.5432"
+        self.open, self.conns = True, []
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(folder / ".s.PGSQL.5432"))
+        self.server.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.target)
+            self.conns += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        import socket
+
+        self.open = False
+        for conn in self.conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+        self.conns = []
+
+    def mend(self) -> None:
+        self.open = True
+
+
+def test_a_tick_cut_off_past_its_lease_stops_its_task_and_records_nothing(pg_url, tmp_path):
+    """A's tick lives but loses the database longer than its lease: B takes the task over on
+    its next slot. When A reaches the database again its renewal finds the lease gone: it
+    kills its task's process group, and the fence refuses its late result."""
+    from urllib.parse import parse_qs, urlsplit
+
+    a, b, marks = lease_homes(tmp_path, pg_url)
+    real_dir = parse_qs(urlsplit(pg_url).query)["host"][0]
+    relay = tmp_path / "relay"
+    relay.mkdir()
+    proxy = SocketProxy(real_dir, relay)
+    config = (a / "scheduler.yaml").read_text(encoding="utf-8")
+    (a / "scheduler.yaml").write_text(config.replace(real_dir, str(relay)), encoding="utf-8")
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    proxy.cut()
+    give_up = time.monotonic() + 30
+    while not lease_of(pg_url)[2]:
+        assert time.monotonic() < give_up, "A's lease never expired"
+        time.sleep(0.1)
+    out = run_cli(b, "tick", "--now", "2026-11-23T10:02:00+00:00")
+    assert out.returncode == 0, out.stderr
+    proxy.mend()
+    out, err = tick_a.communicate(timeout=60)  # its task killed: it was never released
+    assert "its lease was taken over by another host" in err, out + err
+    assert "job: skipped" in out and "result not recorded" in out, out + err
+    rows = job_rows(b)
+    assert [r[:3] for r in rows] == [("a", "timeout", "10:00"), ("b", "success", "10:02")]
+    assert "lease expired" in rows[0][3]
+    assert (marks / "ran").read_text().split() == ["a", "1", "b", "2"]
