@@ -203,7 +203,8 @@ def test_hosts_must_be_a_list_of_host_names(home, write_task, cli):
 LEASE = 1.5  # seconds of lease in these tests (renewed every 0.5 s by the tick's thread)
 
 
-def lease_homes(tmp_path: Path, pg_url: str) -> tuple[Path, Path, Path]:
+def lease_homes(tmp_path: Path, pg_url: str,
+                lease: float = LEASE) -> tuple[Path, Path, Path]:
     """Hosts a and b with one `* 10 * * *` task (timeout 60 s) and leases of LEASE seconds; on
     a it runs until `release` exists, on b it ends at once. Both have seen it at 09:59."""
     marks = tmp_path / "marks"
@@ -212,7 +213,7 @@ def lease_homes(tmp_path: Path, pg_url: str) -> tuple[Path, Path, Path]:
     for name in ("a", "b"):
         home = make_home(tmp_path, name, pg_url, marks, 0)
         with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
-            handle.write(f"lease_seconds: {LEASE}\n")
+            handle.write(f"lease_seconds: {lease}\n")
         wait = (f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if name == "a" else "")
         (home / "tasks" / "job.md").write_text(render_task(
             "job", schedule="* 10 * * *", timeout=60,
@@ -267,6 +268,28 @@ def test_a_live_tick_renews_its_lease_while_its_task_outlives_it(pg_url, tmp_pat
                for r in rows[1:])
     assert lease_of(pg_url)[0] is None  # released when the run ended
     assert (marks / "ran").read_text().split() == ["a", "1"]
+
+
+def test_the_next_tick_of_a_live_host_extends_its_orphaned_task_s_lease(pg_url, tmp_path):
+    """A's tick is killed but A lives: cron's next tick there finds the task still running
+    within its deadline and extends its lease, as the flock outlives the tick."""
+    import signal
+
+    import psycopg
+
+    a, b, marks = lease_homes(tmp_path, pg_url, lease=20)
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    tick_a.send_signal(signal.SIGKILL)
+    tick_a.communicate()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = conn.execute("SELECT expires_at FROM leases").fetchone()[0]
+        out = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
+        assert out.returncode == 0, out.stderr
+        after, holder = conn.execute("SELECT expires_at, holder FROM leases").fetchone()
+    assert after > before and holder.startswith(f"a:{tick_a.pid}:")
+    assert job_rows(b) == [("a", "running", "10:00", "")]
+    (marks / "release").touch()
 
 
 def test_a_killed_tick_loses_its_lease_and_its_host_kills_the_stale_run_when_back(pg_url,
