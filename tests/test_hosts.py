@@ -841,3 +841,34 @@ def test_a_tick_cut_off_past_its_lease_stops_its_task_and_records_nothing(pg_url
     assert [r[:3] for r in rows] == [("a", "timeout", "10:00"), ("b", "success", "10:02")]
     assert "lease expired" in rows[0][3]
     assert (marks / "ran").read_text().split() == ["a", "1", "b", "2"]
+
+
+def test_a_resource_unit_held_on_one_host_is_busy_on_the_others(pg_url, tmp_path):
+    """resources: {db: 1} on both hosts: while a's task holds the unit (a lease row), b's task
+    that uses db finds it busy and skips; once a's run ended, b's next slot runs."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = {}
+    for name, task_id, wait in (("a", "load", True), ("b", "report", False)):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"lease_seconds: {LEASE}\nresources: {{db: 1}}\n")
+        loop = f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if wait else ""
+        (home / "tasks" / f"{task_id}.md").write_text(render_task(
+            task_id, schedule="* 10 * * *", uses=["db"], on_busy="skip",
+            command=f"echo {name} >> {marks}/ran{loop}"), encoding="utf-8")
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        homes[name] = home
+    tick_a = start_tick(homes["a"], NOW)
+    wait_for_file(marks / "ran")
+    out = run_cli(homes["b"], "tick", "--now", "2026-11-23T10:01:00+00:00")
+    assert "report: skipped (resource db busy)" in out.stdout, out.stdout + out.stderr
+    (marks / "release").touch()
+    tick_a.communicate(timeout=60)
+    later = run_cli(homes["b"], "tick", "--now", "2026-11-23T10:02:00+00:00")
+    assert later.returncode == 0, later.stdout + later.stderr
+    rows = [(r["task_id"], r["host"], r["status"], r["scheduled_for"][11:16])
+            for r in reversed(history(homes["b"]))]
+    assert rows == [("load", "a", "success", "10:00"), ("report", "b", "skipped", "10:01"),
+                    ("report", "b", "success", "10:02")]
+    assert lease_of(pg_url, "resource:db.0")[0] is None  # released with the run
