@@ -165,9 +165,8 @@ class Renewer:
     def _loop(self) -> None:
         from .store import state_store
 
-        seconds = self.config.lease_seconds
         with state_store(self.config) as store:
-            while not self.wake.wait(seconds / 3):
+            while not self.wake.wait((seconds := self.config.lease_seconds) / 3):
                 with self.guard:
                     held = list(self.leases.values())
                     if not held:  # the tick's runs ended: the next lease starts a new thread
@@ -176,8 +175,12 @@ class Renewer:
                 for lease in held:
                     try:
                         if not renew(store.connect(), store.dialect, lease, seconds):
-                            self.drop(lease)
-                            self._lost(lease)
+                            with self.guard:  # not lost if its run ended meanwhile (dropped)
+                                lost = self.leases.get(lease.task_id) == lease
+                                if lost:
+                                    del self.leases[lease.task_id]
+                            if lost:
+                                self._lost(lease)
                     except Exception as exc:  # the database is away: try again next round
                         print(f"mdcron: could not renew the lease of {lease.task_id}: {exc}",
                               file=sys.stderr)
@@ -201,10 +204,12 @@ _renewer_guard = threading.Lock()
 
 
 def renewer(config) -> Renewer:
+    """The process's one renewal thread (a daemon's reloaded config replaces its settings)."""
     global _renewer
     with _renewer_guard:
-        if _renewer is None or _renewer.config is not config:
+        if _renewer is None:
             _renewer = Renewer(config)
+        _renewer.config = config
         return _renewer
 
 
