@@ -142,8 +142,9 @@ class Renewer:
     its own connection. A lease found taken over (the tick was cut off longer than the lease)
     is dropped and its task's process group killed: its result would be refused anyway."""
 
-    def __init__(self, config) -> None:  # config: config.Config
+    def __init__(self, config, store) -> None:  # config.Config, store.Store
         self.config = config
+        self.where = (type(store), store.path, store.url, store.host)  # its own connection
         self.leases: dict[str, Lease] = {}
         self.guard = threading.Lock()
         self.wake = threading.Event()
@@ -163,9 +164,8 @@ class Renewer:
                 del self.leases[lease.task_id]
 
     def _loop(self) -> None:
-        from .store import state_store
-
-        with state_store(self.config) as store:
+        kind, path, url, host = self.where
+        with kind(path, url=url, host=host) as store:
             while not self.wake.wait((seconds := self.config.lease_seconds) / 3):
                 with self.guard:
                     held = list(self.leases.values())
@@ -203,13 +203,14 @@ _renewer: Renewer | None = None
 _renewer_guard = threading.Lock()
 
 
-def renewer(config) -> Renewer:
+def renewer(config, store) -> Renewer:
     """The process's one renewal thread (a daemon's reloaded config replaces its settings)."""
     global _renewer
     with _renewer_guard:
         if _renewer is None:
-            _renewer = Renewer(config)
+            _renewer = Renewer(config, store)
         _renewer.config = config
+        _renewer.where = (type(store), store.path, store.url, store.host)
         return _renewer
 
 
@@ -234,7 +235,7 @@ def task_lease(ctx, store, task, run_id: int) -> Iterator[str | None]:
                           "its host's lease expired (its tick stopped renewing it: dead or cut"
                           f" off); host {store.host} took the task over (fence {lease.fence})",
                           now, unobserved=True)
-    keeper = renewer(config)
+    keeper = renewer(config, store)
     keeper.add(lease)
     store.fence = (task.id, lease.fence)
     lost = False

@@ -58,7 +58,7 @@ class Held:
             from .lease import release, renewer
 
             for lease in self.leases:
-                renewer(self.config).drop(lease)
+                renewer(self.config, self.store).drop(lease)
                 release(self.store, lease)
             self.leases.clear()
         for _, lock in self.units:
@@ -99,7 +99,7 @@ def _lease_unit(config: Config, held: Held, shared: tuple[object, str], name: st
     if lease is None:
         return False
     held.leases.append(lease)
-    renewer(config).add(lease)
+    renewer(config, store).add(lease)
     return True
 
 
