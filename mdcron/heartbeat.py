@@ -12,19 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from .urlscheme import scheme_of
+
 TIMEOUT = 5.0
 STALE_TICK = 300.0  # seconds without a tick before `list` and `doctor` say cron has stopped
 MAX_REASON = 300
 
 
-def scheme_of(url: str) -> str:
-    """The part of a URL that may be shown: its scheme, e.g. `tgram://…`."""
-    scheme, sep, _ = url.strip().partition("://")
-    ok = sep and scheme[:1].isascii() and scheme[:1].isalpha() and _SCHEME_CHARS.issuperset(scheme)
-    return f"{scheme}://…" if ok else "(not a URL)"
-
-
-_SCHEME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 _HOST_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 
 

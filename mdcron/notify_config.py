@@ -25,9 +25,9 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 
 from .envref import ENV_REF, SCHEME
-from .heartbeat import scheme_of  # noqa: F401  (re-exported)
 from .problems import Problem, unknown_key
 from .units import DurationError, parse_duration, whole_number
+from .urlscheme import scheme_of  # noqa: F401  (re-exported)
 
 DEFAULT_COLLAPSE_WINDOW = 3600.0
 DEFAULT_MAX_ATTEMPTS = 8  # with 1, 2, 4 … 60 minute backoff: about two hours of trying

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from mdcron.envref import SCHEME
-from mdcron.heartbeat import ping, plain_url, scheme_of, with_fail
+from mdcron.heartbeat import ping, plain_url, with_fail
+from mdcron.urlscheme import scheme_of
 from tests.http_sink import HttpSink, http_sink_fixture  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
