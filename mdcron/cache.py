@@ -35,6 +35,7 @@ from .config import Config, load_config
 from .observe import observe
 from .problems import Problem
 from .state import task_cache
+from .state.meta import read_meta
 from .state.task_state import StateRow, state_rows
 from .store import Store, TaskState
 from .task import Task, TaskSet, find_duplicate_ids
@@ -388,7 +389,7 @@ class View:
                 task_cache.write_cache(
                     db, rebuild=self.rebuild, drop=drop, rows=(_row(e) for e in rows), data=data,
                     no_task=(e.path for e in rows if e.task is None), dues=dues)
-                _write_summary(db, self.key, self.config)
+                _write_summary(db, self.key, self.config, hosts=bool(rows or drop or self.rebuild))
         except sqlite3.Error:
             pass
 
@@ -405,9 +406,12 @@ def _row(e: Entry) -> tuple:
             e.due_after)
 
 
-def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
+def _write_summary(db: sqlite3.Connection, key: str, config: Config,
+                   hosts: bool = False) -> None:
     """What fastpath reads instead of the rows' problems, recomputed from the rows themselves
-    (so that two ticks saving at once still leave a summary that matches the rows)."""
+    (so that two ticks saving at once still leave a summary that matches the rows).
+    `hosts`: task rows changed, so cache_elsewhere is recomputed too (it reads every task's
+    JSON: not on a tick that only moved next_due)."""
     problems: list[Problem] = []
     damaged = False
     texts, tasks = task_cache.cached_problems(db)
@@ -426,7 +430,25 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
         "cache_heartbeat": config.heartbeat_url or "",
     }
+    if hosts or read_meta(db, "cache_elsewhere") is None:
+        values["cache_elsewhere"] = _elsewhere(db, config)
     task_cache.seal(db, values)
+
+
+def _elsewhere(db: sqlite3.Connection, config: Config) -> str:
+    """JSON {id: hosts} of the enabled tasks whose `hosts:` leave this host out: due, they are
+    still idle here (fastpath._idle_rows). Only rows naming hosts are decoded."""
+    from .state_url import runs_here
+
+    here, out = config.host_name, {}
+    for task_id, text in task_cache.enabled_naming_hosts(db):
+        try:
+            hosts = json.loads(text)["hosts"]
+        except (ValueError, TypeError, KeyError):
+            continue  # not listed: due, it is not idle (the full tick looks)
+        if isinstance(hosts, list) and hosts and not runs_here(tuple(hosts), here):
+            out[task_id] = hosts
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
 
 def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, TaskState]:

@@ -204,6 +204,8 @@ def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
     for message_id, destination in due:
         if destination in failing:
             continue  # one failure per destination per flush: a dead endpoint stalls once
+        if store.url and destination not in cfg.destinations:
+            continue  # issue 11: another host enqueued it for a destination it knows
         claimed = store.claim_message(message_id, ts, LEASE)
         if claimed is None:
             continue  # another flush has it

@@ -90,6 +90,14 @@ def cached_problems(db: Any) -> tuple[list[str], int]:
     return texts, int(tasks)
 
 
+def enabled_naming_hosts(db: Any) -> list[tuple[str, str]]:
+    """(id, task JSON) of the enabled tasks whose JSON may name `hosts:` (not the empty list)."""
+    return db.execute(
+        "SELECT c.task_id, d.task FROM task_cache c JOIN task_cache_data d USING (path)"
+        " WHERE c.task_id IS NOT NULL AND c.enabled = 1"
+        " AND d.task NOT LIKE '%\"hosts\":[]%'").fetchall()
+
+
 def seal(db: Any, values: dict[str, str]) -> None:
     """The summary the idle tick reads instead of the rows."""
     put_metas(db, values)
