@@ -86,7 +86,7 @@ class ClaudeSession:
         key = api_key(self.environ)
         if key is None:
             raise ClaudeUnavailable(f"{NO_KEY}: set ANTHROPIC_API_KEY to use Claude")
-        import anthropic  # only here: the moment a call is about to be made
+        import anthropic  # lazy: anthropic (~300 ms), only the moment a call is about to be made
 
         self._sdk = anthropic
         base_url = (self.environ.get("ANTHROPIC_BASE_URL") or "").strip() or DEFAULT_BASE_URL

@@ -20,6 +20,7 @@ from pathlib import Path
 from .clock import parse_instant, to_dt
 from .config import Config
 from .heartbeat import STALE_TICK
+from .pause import end_maintenance, maintenance, start_maintenance
 from .problems import Problem
 from .store import Store, StoreError, last_tick, state_store
 from .units import format_duration
@@ -80,7 +81,6 @@ def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
     (enabled again before the pass, so their next slot runs). pause.py."""
     from .actions import resume_due
-    from .pause import maintenance
 
     marker = maintenance(str(config.home))
     if marker is not None:
@@ -454,8 +454,6 @@ def cmd_disable(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_pause(config: Config, args: argparse.Namespace) -> int:
     """Maintenance mode: every tick runs nothing until `resume`."""
-    from .pause import start_maintenance
-
     by = args.by or os.environ.get("USER") or "someone"
     start_maintenance(str(config.home), to_dt(clock_from(None).now()).isoformat(), by)
     print("maintenance mode: the tick runs nothing until `scheduler.py resume`")
@@ -463,8 +461,6 @@ def cmd_pause(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_resume(config: Config, args: argparse.Namespace) -> int:
-    from .pause import end_maintenance
-
     print("maintenance mode ended: the tick runs tasks again" if end_maintenance(
         str(config.home)) else "not in maintenance mode")
     return OK
