@@ -113,7 +113,7 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> 
     """One HTTP/1.1 GET over a socket (TLS for https, verified as urllib verifies it); the
     status code. Costs the import of socket (and ssl for https), not of urllib.request or
     http.client (~25 ms more on a 2-core machine: bench/README.md)."""
-    import socket  # lazy: the idle tick without heartbeat_url loads no socket
+    import socket  # lazy: only to ping; every command imports this module (STALE_TICK)
 
     default = 443 if scheme == "https" else 80
     number = int(port) if port else default
