@@ -1,13 +1,14 @@
 """Several hosts on one PostgreSQL (issue 11): idle tick and claim throughput, SQLite beside it.
 
 Run from the repo root:  .venv/bin/python bench/hosts.py [--runs N] [--tasks 1000] [--url URL]
+bench/run.py shows the PostgreSQL rows in its own table (pg_server, claims_per_second here).
 
 Without --url a throwaway PostgreSQL is started with pgserver (requirements-dev.txt). Prints a
 table; asserts nothing. Rows:
   idle tick, N tasks      `scheduler.py tick --now <a Saturday>` over N weekday-only tasks
-                          (bench/gen_tasks.py), nothing due: SQLite (the idle fast path) and
-                          PostgreSQL (the full tick over the parse cache; the fast path is
-                          SQLite-only so far); fresh process each run, median and min.
+                          (bench/gen_tasks.py), nothing due: SQLite and PostgreSQL (both
+                          the idle fast path; PostgreSQL's asks one query through libpq);
+                          fresh process each run, median and min.
   claims/s, 3 hosts       3 processes (hosts a, b, c) each claim the same 20 slots x 100 tasks
                           through Store.claim_slots, one transaction per slot, all at once;
                           claims won per second of wall time (each (task, slot) won once:
@@ -23,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,7 +39,7 @@ sys.path.insert(0, sys.argv[1])
 from mdcron.store import Owner, Store
 url, host = sys.argv[2], sys.argv[3]
 slots, per, start = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-path = sys.argv[7]
+path, first = sys.argv[7], float(sys.argv[8])
 owner = Owner(pid=0, start=None, boot=None)
 with Store(__import__("pathlib").Path(path), url=url or None, host=host) as store:
     store.connect()
@@ -44,7 +47,7 @@ with Store(__import__("pathlib").Path(path), url=url or None, host=host) as stor
         time.sleep(0.001)
     won = 0
     for s in range(slots):
-        claims = [(f"t{i:04d}", 1_800_000_000.0 + 60 * s, None, None) for i in range(per)]
+        claims = [(f"t{i:04d}", first + 60 * s, None, None) for i in range(per)]
         won += len(store.claim_slots(claims, time.time(), owner))
 print(won)
 """
@@ -69,11 +72,15 @@ def time_tick(home: Path) -> float:
     return took
 
 
-def claims_per_second(url: str | None, root: Path) -> tuple[float, int]:
+def claims_per_second(url: str | None, root: Path, first: float = 1_800_000_000.0,
+                      env: dict[str, str] | None = None) -> tuple[float, int]:
+    """3 processes claim the same SLOTS x PER_SLOT (task, slot)s from `first` on at once:
+    (claims won per second of wall time, claims won); SystemExit unless each is won once."""
     path = root / f"claims-{'pg' if url else 'sqlite'}.db"
     start = time.time() + 1.5  # every process connected before the gun
     procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(REPO), url or "", host,
-                               str(SLOTS), str(PER_SLOT), repr(start), str(path)],
+                               str(SLOTS), str(PER_SLOT), repr(start), str(path), repr(first)],
+                              env=env,
                               stdout=subprocess.PIPE, text=True)
              for host in HOSTS]
     won = sum(int(p.communicate()[0]) for p in procs)
@@ -83,51 +90,55 @@ def claims_per_second(url: str | None, root: Path) -> tuple[float, int]:
     return won / took, won
 
 
+@contextmanager
+def pg_server(names: tuple[str, ...]) -> Iterator[list[str]]:
+    """A throwaway PostgreSQL (pgserver) with an empty database per name: their URLs.
+    ImportError when pgserver or psycopg is missing."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp())  # platformdirs warns else
+    import pgserver
+    import psycopg
+
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="mdcron-bench-pg-"),
+                                 cleanup_mode="delete")
+    try:
+        url = server.get_uri()
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in names:
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")
+                conn.execute(f"CREATE DATABASE {name}")
+        base = url.split("?")[0].rsplit("/", 1)[0]
+        query = "?" + url.split("?", 1)[1] if "?" in url else ""
+        yield [f"{base}/{name}{query}" for name in names]
+    finally:
+        server.cleanup()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--tasks", type=int, default=1000)
     p.add_argument("--url", help="a postgresql:// URL to an empty database (default: pgserver)")
     args = p.parse_args(argv)
-    server = None
-    with tempfile.TemporaryDirectory(prefix="mdcron-bench-hosts-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mdcron-bench-hosts-") as tmp, ExitStack() as stack:
         root = Path(tmp)
-        url = args.url
-        if url is None:
-            os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp())  # platformdirs warns
-            import pgserver
-
-            server = pgserver.get_server(tempfile.mkdtemp(prefix="mdcron-bench-pg-"),
-                                         cleanup_mode="delete")
-            url = server.get_uri()
-            import psycopg
-
-            with psycopg.connect(url, autocommit=True) as conn:
-                for name in ("bench_idle", "bench_claims"):
-                    conn.execute(f"DROP DATABASE IF EXISTS {name}")
-                    conn.execute(f"CREATE DATABASE {name}")
-            base = url.split("?")[0].rsplit("/", 1)[0]
-            query = "?" + url.split("?", 1)[1] if "?" in url else ""
-            idle_url, claims_url = (f"{base}/bench_idle{query}", f"{base}/bench_claims{query}")
+        if args.url is None:
+            idle_url, claims_url = stack.enter_context(pg_server(("bench_idle",
+                                                                  "bench_claims")))
         else:
-            idle_url = claims_url = url
-        try:
-            rows = []
-            for backend, u in (("SQLite", None), ("PostgreSQL", idle_url)):
-                home = idle_home(root, args.tasks, u)
-                for _ in range(2):  # warm-up: state, parse cache, first seen
-                    time_tick(home)
-                samples = [time_tick(home) for _ in range(args.runs)]
-                rows.append((f"idle tick, {args.tasks} tasks", backend,
-                             f"{statistics.median(samples):.1f} ms",
-                             f"{min(samples):.1f} ms"))
-            for backend, u in (("SQLite (3 processes, one file)", None),
-                               ("PostgreSQL", claims_url)):
-                rate, won = claims_per_second(u, root)
-                rows.append((f"claims/s, 3 hosts ({won} claims)", backend, f"{rate:.0f}", ""))
-        finally:
-            if server is not None:
-                server.cleanup()
+            idle_url = claims_url = args.url
+        rows = []
+        for backend, u in (("SQLite", None), ("PostgreSQL", idle_url)):
+            home = idle_home(root, args.tasks, u)
+            for _ in range(2):  # warm-up: state, parse cache, first seen
+                time_tick(home)
+            samples = [time_tick(home) for _ in range(args.runs)]
+            rows.append((f"idle tick, {args.tasks} tasks", backend,
+                         f"{statistics.median(samples):.1f} ms",
+                         f"{min(samples):.1f} ms"))
+        for backend, u in (("SQLite (3 processes, one file)", None),
+                           ("PostgreSQL", claims_url)):
+            rate, won = claims_per_second(u, root)
+            rows.append((f"claims/s, 3 hosts ({won} claims)", backend, f"{rate:.0f}", ""))
     head = ("row", "state", "median", "min")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     for line in (head, tuple("-" * w for w in widths), *rows):

@@ -1,7 +1,7 @@
 """mdcron benchmark harness: every measurement is a fresh process, timed from spawn to exit.
 
 Run from the repo root:  .venv/bin/python bench/run.py [--runs N] [--sizes 1000,10000]
-                                                       [--shared DIR] [--quick] [--json FILE]
+                                         [--shared DIR] [--quick] [--json FILE] [--no-pg]
 See bench/README.md for what each row means and how to read the ratios.
 """
 
@@ -39,6 +39,8 @@ DISPATCH_GOAL_MS = 50.0
 HUNDRED_DUE_GOAL_MS = 400.0
 HEARTBEAT_GOAL = 1.3  # idle tick with heartbeat_url <= 1.3 x the idle tick without it
 LIST_GOAL_MS = 400.0
+PG_IDLE_GOAL = 3.0  # issue 11: the idle tick on PostgreSQL <= 3 x the SQLite idle tick
+CLAIMS_GOAL = 500.0  # issue 11: (task, slot) claims per second across 3 hosts
 GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specified at 1,000 tasks
 TIMEOUT_S = 600.0  # a child that runs longer than this is killed and its row marked FAILED
 # Children run as cron runs them: with Python's bytecode cache. PYTHONDONTWRITEBYTECODE in the
@@ -117,6 +119,7 @@ class Row:
     verdict: str = ""
     skipped: str = ""  # why the row was not measured
     rss_only: bool = False  # the memory row: judged on RSS, no time columns
+    no_rss: bool = False  # measured in this process (claims): no child's RSS to show
 
     def values(self) -> list[float]:
         return [s.metric_ms if s.metric_ms is not None else s.wall_ms for s in self.samples]
@@ -357,10 +360,59 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     judge_time(row, LIST_GOAL_MS, GOAL_N)
     rows.append(row)
 
+    if not args.no_pg:
+        rows.extend(pg_rows(homes, runs, base_n, rows))
+
     for row in rows:
         if row.rss_only:
             judge_rss(row)
     return rows
+
+
+def pg_rows(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> list[Row]:
+    """Issue 11, several hosts on one PostgreSQL (a throwaway server from pgserver, as the
+    tests start it): the idle tick with a PostgreSQL state beside the SQLite one, and claims
+    per second when 3 hosts claim the same (task, slot)s at once (bench/hosts.py)."""
+    idle = Row("tick, nothing due, PostgreSQL state", base_n,
+               goal=f"≤ {PG_IDLE_GOAL:g}× the idle tick")
+    claims = Row("claims, 3 hosts at once, PostgreSQL", 2000, goal=f"≥ {CLAIMS_GOAL:g}/s",
+                 no_rss=True)
+    try:
+        from hosts import claims_per_second, pg_server
+
+        server = pg_server(("bench_idle", "bench_claims"))
+        idle_url, claims_url = server.__enter__()
+    except Exception as exc:  # ImportError, or no PostgreSQL binaries for this machine
+        why = (f"no PostgreSQL ({type(exc).__name__}: {exc}); pip install -r"
+               " requirements-dev.txt (pgserver, psycopg), or --no-pg")
+        idle.skipped = claims.skipped = why[:200]
+        return [idle, claims]
+    try:
+        log(f"tick N={base_n} nothing due, PostgreSQL state")
+        home = homes.make(f"pg-idle-{base_n}", base_n)
+        (home / "scheduler.yaml").write_text(f"state_url: '{idle_url}'\nhost: bench\n",
+                                             encoding="utf-8")
+        spawn(tick_argv(home, SATURDAY), home)  # first seen; the warm-up mirrors the state
+        measure(idle, runs, lambda i, h=home: tick_argv(h, SATURDAY), home,
+                after=lambda i, s: _no_runs(s))
+        base = next((r for r in rows if r.scenario == "tick, nothing due" and r.n == base_n),
+                    None)
+        judge_ratio(idle, base, PG_IDLE_GOAL)
+        log("claims, 3 hosts at once, PostgreSQL")
+        for i in range(runs):
+            t0 = time.time()
+            rate, won = claims_per_second(claims_url, homes.root,
+                                          first=1_800_000_000.0 + 86400.0 * i, env=CHILD_ENV)
+            claims.samples.append(Sample(wall_ms=won / rate * 1000.0, rss_kib=0, rc=0,
+                                         stdout="", stderr="", epoch=t0))
+            log(f"  claims run {i + 1}/{runs}: {rate:.0f}/s")
+        rate = claims.n / (claims.median / 1000.0) if claims.median else 0.0  # type: ignore[operator]
+        claims.verdict = f"{'meets' if rate >= CLAIMS_GOAL else 'misses'}: {rate:.0f}/s"
+    except SystemExit as exc:  # a claim won twice or never: the row failed
+        claims.failures.append(str(exc))
+    finally:
+        server.__exit__(None, None, None)
+    return [idle, claims]
 
 
 def _no_runs(s: Sample) -> str | None:
@@ -501,7 +553,8 @@ def table_rows(rows: list[Row]) -> list[list[str]]:
             verdict += f" [! {len(r.warnings)} warning(s)]"
         med, mn = (None, None) if r.rss_only else (r.median, r.min)
         out.append([
-            r.scenario, n, fmt(med, ".1f"), fmt(mn, ".1f"), fmt(r.rss_mib, ".1f"),
+            r.scenario, n, fmt(med, ".1f"), fmt(mn, ".1f"),
+            "" if r.no_rss else fmt(r.rss_mib, ".1f"),
             fmt(r.xfloor, ".1f"), fmt(r.xnaive, ".2f"), r.goal, verdict.strip("; "),
         ])
     return out
@@ -563,6 +616,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
     p.add_argument("--keep-env", action="store_true",
                    help="children get the caller's environment as is (PYTHONDONTWRITEBYTECODE)")
+    p.add_argument("--no-pg", action="store_true",
+                   help="skip the PostgreSQL rows (issue 11; need pgserver and psycopg)")
     p.add_argument("--no-web", action="store_true",
                    help="skip the dashboard rows (bench/web.py; needs requirements-dev.txt)")
     args = p.parse_args(argv)

@@ -412,7 +412,7 @@ class View:
                                ((e.path,) for e in rows if e.task is None))
                 db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
                                " due_zone = ?, due_after = ? WHERE path = ?", dues)
-                _write_summary(db, self.key, self.config)
+                _write_summary(db, self.key, self.config, hosts=bool(rows or drop or self.rebuild))
         except sqlite3.Error:
             pass
 
@@ -429,9 +429,12 @@ def _row(e: Entry) -> tuple:
             e.due_after)
 
 
-def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
+def _write_summary(db: sqlite3.Connection, key: str, config: Config,
+                   hosts: bool = False) -> None:
     """What fastpath reads instead of the rows' problems, recomputed from the rows themselves
-    (so that two ticks saving at once still leave a summary that matches the rows)."""
+    (so that two ticks saving at once still leave a summary that matches the rows).
+    `hosts`: task rows changed, so cache_elsewhere is recomputed too (it reads every task's
+    JSON: not on a tick that only moved next_due)."""
     problems: list[Problem] = []
     damaged = False
     for (text,) in db.execute("SELECT problems FROM task_cache WHERE problems IS NOT NULL"):
@@ -450,8 +453,29 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config) -> None:
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
         "cache_heartbeat": config.heartbeat_url or "",
     }
+    if hosts or db.execute("SELECT 1 FROM meta WHERE key = 'cache_elsewhere'").fetchone() is None:
+        values["cache_elsewhere"] = _elsewhere(db, config)
     db.executemany("INSERT INTO meta(key, value) VALUES (?, ?)"
                    " ON CONFLICT(key) DO UPDATE SET value = excluded.value", values.items())
+
+
+def _elsewhere(db: sqlite3.Connection, config: Config) -> str:
+    """JSON {id: hosts} of the enabled tasks whose `hosts:` leave this host out: due, they are
+    still idle here (fastpath._idle_rows). Only rows naming hosts are decoded."""
+    from .state_url import runs_here
+
+    here, out = config.host_name, {}
+    for task_id, text in db.execute(
+            "SELECT c.task_id, d.task FROM task_cache c JOIN task_cache_data d USING (path)"
+            " WHERE c.task_id IS NOT NULL AND c.enabled = 1"
+            " AND d.task NOT LIKE '%\"hosts\":[]%'"):
+        try:
+            hosts = json.loads(text)["hosts"]
+        except (ValueError, TypeError, KeyError):
+            continue  # not listed: due, it is not idle (the full tick looks)
+        if isinstance(hosts, list) and hosts and not runs_here(tuple(hosts), here):
+            out[task_id] = hosts
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
 
 
 def _task_state(row: StateRow) -> TaskState:

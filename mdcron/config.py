@@ -48,6 +48,7 @@ class Config:
     state_url: str | None = field(default=None, repr=False)
     host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
     max_clock_skew: float = 30.0  # seconds a host's clock may be off the database's (issue 11)
+    lease_seconds: float = 90.0  # a run's lease across hosts, renewed every third (lease.py)
 
     @property
     def heartbeat_url(self) -> str | None:
@@ -116,7 +117,7 @@ _KNOWN = {
     "allow_outside_home", "stop_grace",
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
     "max_heals_per_tick", "probation", "resources",
-    "state_url", "host", "max_clock_skew",  # issue 11 (state_url.py)
+    "state_url", "host", "max_clock_skew", "lease_seconds",  # issue 11 (state_url.py)
 }
 
 
@@ -260,4 +261,11 @@ def _state(path: Path, data: dict, values: dict[str, object],
             values["max_clock_skew"] = parse_duration(data["max_clock_skew"])
         except DurationError as exc:
             errors.append(Problem(path, str(exc), key="max_clock_skew"))
+    if "lease_seconds" in data:
+        try:
+            values["lease_seconds"] = parse_duration(data["lease_seconds"])
+            if not values["lease_seconds"]:
+                raise DurationError("lease_seconds must be more than 0, e.g. lease_seconds: 90s")
+        except DurationError as exc:
+            errors.append(Problem(path, str(exc), key="lease_seconds"))
     return errors

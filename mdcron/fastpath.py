@@ -17,12 +17,14 @@ Idle means all of:
     whose outside paths (a `cwd`, a script) resolve as they did; no row is left over;
   - no id is used twice; every valid task's task_state row agrees (enabled, path), so observe
     would write nothing; every enabled task's next_due was computed from the current
-    (last_slot, not_before, system zone) and lies after now;
+    (last_slot, not_before, system zone) and lies after now, except for a task whose `hosts:`
+    leave this host out (meta cache_elsewhere): the full tick never runs it here;
   - nothing else is pending: no run marked running (recovery), no outbox message pending or
     held, the problems are those last reported, and retention is not due.
 With a PostgreSQL state (issue 11) the task_state rows and retention_at read here are this
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
-(pgidle.unchanged: one query through libpq, no psycopg).
+(pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
+elsewhere has its "runs nowhere" alert row as the full tick would leave it (hostfiles.py).
 A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 """
@@ -78,7 +80,8 @@ def cache_key(config: str) -> str:
     from . import __version__
 
     return "\n".join((str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
-                      os.environ.get("HOME", ""), config))
+                      os.environ.get("HOME", ""), config,
+                      os.uname().nodename))  # the default `host` (cache_elsewhere depends on it)
 
 
 def zone_key() -> str:
@@ -170,19 +173,20 @@ def connect_readonly(db_path: str):  # -> sqlite3.Connection
 
 
 _META = ("cache_key", "cache_sealed", "cache_problems", "cache_errors", "cache_tasks",
-         "cache_idle", "problems_digest", "retention_at")
+         "cache_idle", "problems_digest", "retention_at", "cache_elsewhere")
 
-# Rows that show no change and no due task. Valid tasks also need a task_state row that agrees.
+# Rows that show no change, each with whether it is due. Valid tasks also need a task_state
+# row that agrees. A due row is idle only for a task whose `hosts:` leave this host out.
 _FRESH = """
-SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.deps
+SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.deps, c.task_id,
+       c.enabled = 1 AND c.next_due IS NOT NULL AND c.next_due <= :now
 FROM task_cache c LEFT JOIN task_state s ON s.task_id = c.task_id
 WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
   AND (c.task_id IS NULL
        OR (s.enabled = c.enabled AND s.path = c.path
            AND (c.enabled = 0
                 OR (c.due_nb = s.not_before AND c.due_last IS s.last_slot
-                    AND c.due_zone IN ('', :zone)
-                    AND (c.next_due IS NULL OR c.next_due > :now)))))
+                    AND c.due_zone IN ('', :zone)))))
 """
 
 
@@ -220,11 +224,11 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
         db.execute("COMMIT")
         if count is None:
             return None
-        tasks, errors = count
+        tasks, errors, elsewhere = count
         if shared:  # PostgreSQL: the local copy of the shared state must still hold
             from .pgidle import unchanged
 
-            if not unchanged(db, text, home):
+            if not unchanged(db, text, home, elsewhere):
                 return None
         if dry_run:
             from datetime import UTC, datetime
@@ -259,8 +263,11 @@ def _connect(db_path: str):  # -> sqlite3.Connection, as store._open sets it up
 
 
 def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
-               dry_run: bool) -> tuple[int, int] | None:
-    """(valid tasks, errors) when the cache proves the tick idle, else None."""
+               dry_run: bool) -> tuple[int, int, dict[str, list[str]]] | None:
+    """(valid tasks, errors, elsewhere) when the cache proves the tick idle, else None.
+    elsewhere: the due tasks whose `hosts:` leave this host out (id -> hosts): the full tick
+    runs none of them here; with a shared state it may alert that they run nowhere
+    (hostfiles.alert_orphaned), which pgidle.unchanged checks."""
     if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
         return None
     marks = ",".join("?" * len(_META))
@@ -297,7 +304,21 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
     if len(rows) != total:
         return None
     get = files.get
-    for path, size, mtime_ns, ino, ctime_ns, deps in rows:
+    due = []
+    for path, size, mtime_ns, ino, ctime_ns, deps, task_id, is_due in rows:
         if get(path) != (size, mtime_ns, ino, ctime_ns) or (deps and not deps_ok(deps)):
             return None
-    return tasks, errors
+        if is_due:
+            due.append(task_id)
+    elsewhere: dict[str, list[str]] = {}
+    if due:
+        if dry_run:
+            return None  # a dry run plans every due task, whichever host may run it
+        import json
+
+        try:
+            known = json.loads(meta.get("cache_elsewhere") or "{}")
+            elsewhere = {t: list(known[t]) for t in due}
+        except (KeyError, TypeError, ValueError):
+            return None  # due here: the full tick
+    return tasks, errors, elsewhere

@@ -60,18 +60,54 @@ def seen(store) -> None:
         db.execute("INSERT INTO hosts(name, seen_at) VALUES (?,"
                    " extract(epoch FROM clock_timestamp())) ON CONFLICT(name) DO UPDATE SET"
                    " seen_at = excluded.seen_at", (store.host,))
+        # a task alerted as running nowhere that names this host runs somewhere again
+        db.execute("DELETE FROM meta WHERE key LIKE ? AND ',' || value || ',' LIKE ?",
+                   (ALERTED + "%", f"%,{store.host},%"))
+
+
+ALERTED = "orphaned:"  # meta key prefix: task id -> its hosts (comma-joined) when alerted
 
 
 def alert_orphaned(store, config, tasks, now: float, say) -> None:
-    """Due tasks none of whose hosts ticks: a line in the tick log and an alert (collapsed
-    like any other: one per task per collapse window, across all hosts)."""
+    """Due tasks none of whose hosts ticks: a line in the tick log, and one alert per task
+    until that changes (a host of it ticks again, or its `hosts:` change): the meta row
+    orphaned:<id> is claimed by check-and-set, so one host sends it, once. The idle tick
+    (pgidle.unchanged) holds only while these rows agree with the hosts' liveness."""
     from .notify import Alert, enqueue
 
+    keys = dict(store.connect().execute(
+        "SELECT key, value FROM meta WHERE key LIKE ?", (ALERTED + "%",)).fetchall())
     for task, line in zip(tasks, orphaned(store, tasks, keep=True), strict=True):
-        if line:
-            say(line)
+        key, sig = ALERTED + task.id, ",".join(task.hosts)
+        if not line:
+            if key in keys:  # it runs again: a later loss of its hosts alerts anew
+                with store.write() as db:
+                    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            continue
+        say(line)
+        if keys.get(key) == sig:
+            continue  # said already, by this host or another
+        with store.write() as db:
+            won = db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO"
+                             " UPDATE SET value = excluded.value WHERE meta.value !="
+                             " excluded.value RETURNING key", (key, sig)).fetchone()
+        if won:
             enqueue(store, config, Alert("orphaned", task.id, f"mdcron: {task.id} runs nowhere",
                                          line, destination=task.notify_to), now)
+
+
+def orphaned_state(here: str, ages: dict[str, float], elsewhere: dict[str, list[str]],
+                   alerted: dict[str, str]) -> bool:
+    """Pure: the alert rows agree with the hosts' liveness (seconds since each host's last
+    tick) for each due task that runs elsewhere, and none names this host, so neither
+    alert_orphaned nor seen would write anything."""
+    if any(here in hosts.split(",") for hosts in alerted.values()):
+        return False
+    for task_id, hosts in elsewhere.items():
+        dead = all(ages.get(h, float("inf")) > DEAD_AFTER for h in hosts)
+        if alerted.get(task_id) != (",".join(hosts) if dead else None):
+            return False
+    return True
 
 
 def orphaned(store, tasks, keep: bool = False) -> list[str]:

@@ -1,55 +1,20 @@
 """What one host's runs and suspensions mean for the others (issue 11).
 
-A run in progress on another host keeps this host from starting the same task.
-
-On one host the task's flock does this (locks.py). Hosts sharing a PostgreSQL state cannot see
-each other's flocks, so the run row is the lease: a row of the task still `running` on another
-host holds the task until its deadline, started_at + timeout + 60 s (the same allowance the
-stale-lock rule gives a live holder). Before then, a new slot here is recorded `skipped`, as
-with a held lock. After it, the holder is taken for dead or cut off: its row is closed as
-`timeout` (check-and-set, one host wins) and this host runs. The holder's late result cannot
-overwrite that row: finish_run only writes a row still `running`.
+A run in progress on another host keeps this host from starting the same task: lease.py (a
+lease row with a fence, expiry by the database's clock, renewed by the tick). When a host comes
+back and finds its run taken over, it kills its own stale process group: kill_taken_over.
 
 A suspension by the ladder on one host is recorded in task_state (suspended_at, suspended_by)
 and holds on every host until the task is enabled again: honour_suspensions.
 
-Not yet (see README, "Several hosts"): deadlines judged by the database's clock, renewal for
-runs that may outlive their timeout, and a returning host killing its own stale process group.
+Before a host claims anything, its clock is compared with the database's: check_clock.
 """
 
 from __future__ import annotations
 
 from .clock import to_dt
-from .outcome import Outcome
 from .store import Store
 from .task import Task
-
-GRACE = 60.0  # seconds past the timeout, as locks.is_stale
-
-
-def held_elsewhere(store: Store, task: Task, run_id: int, now: float) -> str | None:
-    """The reason this run must be skipped (another host's run of the task is within its
-    deadline), or None. Expired holders found on the way are closed as `timeout`."""
-    if not store.url:
-        return None  # one host: the flock decides
-    rows = store.connect().execute(
-        "SELECT id, host, started_at FROM runs WHERE task_id = ? AND status = 'running'"
-        " AND id != ? AND host IS NOT NULL AND host != ? ORDER BY id",
-        (task.id, run_id, store.host),
-    ).fetchall()
-    held = None
-    for other_id, host, started_at in rows:
-        deadline = float(started_at) + task.timeout + GRACE
-        if now < deadline:
-            held = held or (f"previous run still running on host {host} since"
-                            f" {to_dt(float(started_at)):%Y-%m-%d %H:%M:%S} UTC; this slot is"
-                            " skipped, not queued")
-            continue
-        store.end_running(int(other_id), Outcome.TIMEOUT,
-                          f"host {host} did not finish it by its deadline (timeout +"
-                          f" {int(GRACE)} s): taken for dead or cut off; host {store.host}"
-                          " runs the task from now on", now, unobserved=True)
-    return held
 
 
 def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
@@ -112,9 +77,11 @@ def check_clock(store: Store, allowance: float) -> None:
 
 
 def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
-    """A host coming back (its tick died, its task did not) finds its run taken over: the row
-    was closed by another host after its deadline. Its task's process group still holds the
-    local lock: kill it, so the task does not run on two hosts. Lines to say."""
+    """A host coming back (its tick died or was cut off, its task did not) finds its run taken
+    over: the run's row was closed by another host and the task's lease is that host's now
+    (lease.py). Its task's process group still holds the local lock: kill it, so the task does
+    not go on running beside the newer run. Lines to say."""
+    from .lease import current
     from .locks import holder_alive, kill_holder, read_info
 
     done = []
@@ -122,16 +89,17 @@ def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
         paths = sorted(config.locks_dir.glob("*.lock"))
     except OSError:
         return done
-    mark = f"host {store.host} did not finish it by its deadline"
     for path in paths:
         info = read_info(path)
         if info is None or info.run_id is None or not holder_alive(info):
             continue
         row = store.run(info.run_id)
+        lease = current(store, info.task_id)
         if (row is None or row["status"] == "running" or row.get("host") != store.host
-                or not str(row.get("error") or "").startswith(mark)):
+                or lease is None or lease["host"] == store.host):
             continue
         killed = kill_holder(info, config.kill_grace)
-        done.append(f"{info.task_id}: run {info.run_id} was taken over by another host after its"
-                    f" deadline; {', '.join(killed) or 'its holder was gone'}")
+        done.append(f"{info.task_id}: run {info.run_id} was taken over by host {lease['host']}"
+                    f" after its lease expired (fence {lease['fence']}); its result is not"
+                    f" recorded here; {', '.join(killed) or 'its holder was gone'}")
     return done

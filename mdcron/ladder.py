@@ -57,17 +57,19 @@ def execute_claimed(
         store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
         skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
         return LadderOutcome(task, skipped, Step.DONE, reason, steps=[(1, "run", skipped)])
-    try:
-        if store.url:  # issue 11: another host's run of this task holds it too
-            from .hostlease import held_elsewhere
+    from .lease import FencedOff, task_lease
 
-            reason = held_elsewhere(store, task, run_id, ctx.clock.now())
-            if reason is not None:
+    try:
+        with task_lease(ctx, store, task, run_id) as reason:  # issue 11: across hosts
+            if reason is not None:  # another host's run of this task holds its lease
                 store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
                 skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
                 return LadderOutcome(task, skipped, Step.DONE, reason,
                                      steps=[(1, "run", skipped)])
-        return climb(ctx, store, task, run_id, lock, healer)
+            return climb(ctx, store, task, run_id, lock, healer)
+    except FencedOff as exc:  # taken over meanwhile: nothing of this ladder was written
+        refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}")
+        return LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
     finally:
         lock.release()
 

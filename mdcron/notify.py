@@ -253,6 +253,8 @@ def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
     for message_id, destination in due:
         if destination in failing:
             continue  # one failure per destination per flush: a dead endpoint stalls once
+        if store.url and destination not in cfg.destinations:
+            continue  # issue 11: another host enqueued it for a destination it knows
         claimed = _claim(store, message_id, ts)
         if claimed is None:
             continue  # another flush has it

@@ -21,7 +21,6 @@ import os
 import re
 import time
 
-_URL_LINE = re.compile(r"""^state_url:[ \t]*(['"]?)([^'"#\s]+)\1[ \t]*(?:#.*)?$""", re.M)
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # state_url.HOST_LIKE: safe in SQL text
 _STATES = ("SELECT task_id, first_seen, not_before, last_slot, enabled, consecutive_failures,"
            " path FROM task_state")
@@ -67,13 +66,13 @@ def mirror(store, local, config) -> None:  # store: the PostgreSQL Store; local:
 
 def state_url(config_text: str) -> str | None:
     """The state URL as config.py would find it ($MDCRON_STATE_URL wins, ${VAR}s expanded),
-    for the plain `state_url: URL` line; None when it cannot be read this simply."""
+    from a one-line `state_url:` (plain, '…' or "…" without escapes, a comment after it, CRLF
+    line ends); None when it cannot be read this simply (the full tick reads it)."""
     url = os.environ.get("MDCRON_STATE_URL")
     if not url:  # fastpath.config_text marks the file's text with a leading '+'
-        m = _URL_LINE.search(config_text[1:] if config_text.startswith("+") else config_text)
-        if m is None:
+        url = _one_line(config_text[1:] if config_text.startswith("+") else config_text)
+        if url is None:
             return None
-        url = m.group(2)
     try:
         from .envref import ENV_REF
 
@@ -82,10 +81,42 @@ def state_url(config_text: str) -> str | None:
         return None
 
 
-def unchanged(db, config_text: str, home: str) -> bool:
+def _one_line(text: str) -> str | None:
+    """The value of the last top-level `state_url:` line (YAML keeps the last of a key given
+    twice), if it is a one-line scalar without YAML escapes; else None."""
+    lines = [line for line in text.splitlines() if line.startswith("state_url:")]
+    if not lines:
+        return None
+    rest = lines[-1][len("state_url:"):].strip()
+    if rest[:1] in ("'", '"'):
+        quote = rest[0]
+        end = rest.find(quote, 1)
+        if quote == "'":
+            while end != -1 and rest[end + 1:end + 2] == "'":  # '' is one '
+                end = rest.find("'", end + 2)
+        if end == -1:
+            return None
+        value, tail = rest[1:end], rest[end + 1:]
+        if quote == '"' and "\\" in value:
+            return None  # an escape: YAML's rules, not ours
+        if tail and not (tail[0].isspace() and tail.lstrip().startswith("#")):
+            return None
+        return value.replace("''", "'") if quote == "'" else value
+    for mark in (" #", "\t#"):
+        if mark in rest:
+            rest = rest[:rest.index(mark)].rstrip()
+    if not rest or rest[0] in "|>&*!{[@`%#":
+        return None  # a block scalar, an alias, a tag, a flow collection: the full tick
+    return rest
+
+
+def unchanged(db, config_text: str, home: str,
+              elsewhere: dict[str, list[str]] | None = None) -> bool:
     """`db`: the local state (sqlite3). True when the shared state is still the mirrored one
     and the database's clock agrees with this machine's within max_clock_skew (and no result
-    waits in the spool, spool.py)."""
+    waits in the spool, spool.py). `elsewhere`: due tasks whose `hosts:` leave this host out
+    (id -> hosts); idle only while their "runs nowhere" alerts agree with their hosts'
+    liveness (hostfiles.alert_orphaned would write nothing): asked in the same query."""
     if os.path.exists(os.path.join(home, "state", "spool.jsonl")):
         return False
     meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN"
@@ -101,16 +132,42 @@ def unchanged(db, config_text: str, home: str) -> bool:
                        " WITH seen AS (UPDATE hosts SET seen_at = extract(epoch FROM"
                        f" clock_timestamp()) WHERE name = '{host}' RETURNING 1)"
                        " SELECT (SELECT value FROM meta WHERE key = 'state_version'),"
-                       " extract(epoch FROM clock_timestamp())::float8")
+                       " extract(epoch FROM clock_timestamp())::float8"
+                       + _ALERTS + (_AGES if elsewhere else ""))
     if answer is None:
         return False
-    (version, theirs), midpoint = answer
+    (version, theirs, alerts, *ages), midpoint = answer
+    if (alerts or elsewhere) and not _agrees(host, alerts, ages, elsewhere or {}):
+        return False
     try:
         if abs(midpoint - float(theirs)) > float(meta["pg_max_skew"]):
             return False  # the full tick refuses and alerts (hostlease.check_clock)
     except (TypeError, ValueError, KeyError):
         return False
     return version == meta["pg_version"]
+
+
+# alert rows and hosts' ages as text: host names are HOST_LIKE, task ids ID_LIKE (no ' ', ',',
+# '='); the ages only when a due task runs elsewhere
+_ALERTS = (", (SELECT string_agg(key || '=' || value, ' ') FROM meta"
+           " WHERE key LIKE 'orphaned:%')")
+_AGES = (", (SELECT string_agg(name || ' ' || (extract(epoch FROM clock_timestamp()) - seen_at)"
+         "::text, ',') FROM hosts)")
+
+
+def _agrees(here: str, alerts: str | None, ages: list[str | None],
+            elsewhere: dict[str, list[str]]) -> bool:
+    """The "runs nowhere" alert rows are as the full tick would leave them (hostfiles)."""
+    from .hostfiles import ALERTED, orphaned_state
+
+    try:
+        seen = {n: float(a) for n, _, a in (h.partition(" ") for h in (ages[0] or "").split(",")
+                                            if h)} if ages else {}
+        alerted = {k.removeprefix(ALERTED): v for k, _, v in (
+            a.partition("=") for a in (alerts or "").split(" ") if a)}
+    except ValueError:
+        return False
+    return orphaned_state(here, seen, elsewhere, alerted)
 
 
 def _ask(url: str, sql: str) -> tuple[tuple[str | None, ...], float] | None:

@@ -239,8 +239,8 @@ def _first_line(exc: BaseException, url: str) -> str:
 
 def _migrate(conn) -> None:
     """One schema version for both back ends (meta 'schema_version' here, user_version in
-    SQLite). A new database gets PG_SCHEMA, the current shape, in one step; later versions
-    will append their steps to schema.PG_MIGRATIONS."""
+    SQLite). A new database gets PG_SCHEMA (version 5) in one step, then every later step of
+    schema.PG_MIGRATIONS, as an older database does."""
     if _has_meta(conn):
         version = _version(conn)
         if version == SCHEMA_VERSION:
@@ -250,13 +250,14 @@ def _migrate(conn) -> None:
         version = _version(conn) if _has_meta(conn) else 0
         if version > SCHEMA_VERSION:
             raise _newer(version)
-        if version == 0:
-            conn.execute(PG_SCHEMA)
-            conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', %s)",
-                         (str(SCHEMA_VERSION),))
-        elif version < SCHEMA_VERSION:
-            from .schema import PG_MIGRATIONS
+        if version < SCHEMA_VERSION:
+            from .schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
 
+            if version == 0:
+                conn.execute(PG_SCHEMA)
+                conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', %s)",
+                             (str(PG_SCHEMA_VERSION),))
+                version = PG_SCHEMA_VERSION
             for step in range(version, SCHEMA_VERSION):
                 conn.execute(PG_MIGRATIONS[step])
             conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'",

@@ -48,8 +48,12 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
         if owner_alive:
             continue  # its tick is still working on it (or between claim and lock)
         lock = TaskLock(path)
-        if not lock.try_acquire():
-            continue  # the task outlived its tick and is still within its time
+        if not lock.try_acquire():  # the task outlived its tick and is still within its time
+            if store.url:  # issue 11: its lease lives on as the flock does (lease.py)
+                from .lease import extend_orphan
+
+                extend_orphan(store, task_id, config.lease_seconds)
+            continue
         try:
             reason, ended_at, unobserved = crash_reason(row, info, run_id)
             if store.end_running(run_id, Outcome.CRASHED, reason, now, ended_at, unobserved):

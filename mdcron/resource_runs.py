@@ -83,7 +83,12 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
     with state_store(config) as store:
         if _claimed(store, task.id, slot):
             return None  # another tick got there first
-        held = take(config, task, stop=lambda: _claimed(store, task.id, slot))
+        shared = None
+        if store.url:  # issue 11: a unit is a lease across hosts
+            from .lease import holder_id
+
+            shared = (store, holder_id(store.host or "?", owner.pid, owner.boot))
+        held = take(config, task, stop=lambda: _claimed(store, task.id, slot), shared=shared)
         if held.busy and task.on_busy != "run":
             now = ctx.clock.now()
             reason = f"resource {', '.join(held.busy)} busy"

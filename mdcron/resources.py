@@ -11,8 +11,9 @@ A task with `uses:` claims its slot only once its units are held (a tick waiting
 never blocks another tick from claiming the slot), and `on_busy` decides what a busy resource
 means: `wait` (up to busy_wait within the tick; then the slot stays pending for the next tick
 until its catch-up allowance runs out, then `skipped`), `skip`, or `run` (run anyway, told by
-MDCRON_BUSY_RESOURCES). Everything here sits behind take/holders so a later state interface
-(leases with fencing tokens, for several hosts) can take it over.
+MDCRON_BUSY_RESOURCES). With a state shared by several hosts (issue 11) each unit is also a
+lease row (lease.py), so the capacity holds across hosts; `holders` (for `list`, `why`) still
+shows this host's units only.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class Held:
 
     units: list[tuple[str, TaskLock]] = field(default_factory=list)
     busy: list[str] = field(default_factory=list)
+    leases: list = field(default_factory=list)  # lease.Lease of each unit, with a shared state
+    store: object = None  # store.Store the leases were taken through
+    config: Config | None = None
 
     def fds(self) -> tuple[int, ...]:
         return tuple(lock.fileno() for _, lock in self.units)
@@ -50,19 +54,32 @@ class Held:
             lock.write(info)
 
     def release(self) -> None:
+        if self.leases:
+            from .lease import release, renewer
+
+            for lease in self.leases:
+                renewer(self.config, self.store).drop(lease)
+                release(self.store, lease)
+            self.leases.clear()
         for _, lock in self.units:
             lock.release()
         self.units.clear()
 
 
-def try_take(config: Config, names: tuple[str, ...], keep_partial: bool) -> Held:
+def try_take(config: Config, names: tuple[str, ...], keep_partial: bool,
+             shared: tuple[object, str] | None = None) -> Held:
     """One unit of each named resource, without waiting. Busy names are listed in `busy`; unless
-    `keep_partial`, a busy one means nothing is held."""
-    held = Held()
+    `keep_partial`, a busy one means nothing is held. `shared`: (store, holder id) with a state
+    shared by several hosts: a unit is also a lease row (lease.py, key `resource:<name>.<i>`),
+    so a unit another host holds is busy here too."""
+    held = Held(store=shared[0] if shared else None, config=config)
     for name in sorted(set(names)):
         for unit in range(config.resources.get(name, 0)):
             lock = TaskLock(unit_path(config, name, unit))
             if lock.try_acquire():
+                if shared is not None and not _lease_unit(config, held, shared, name, unit):
+                    lock.release()
+                    continue
                 held.units.append((name, lock))
                 break
         else:
@@ -72,13 +89,28 @@ def try_take(config: Config, names: tuple[str, ...], keep_partial: bool) -> Held
     return held
 
 
-def take(config: Config, task: Task, stop: Callable[[], bool] | None = None) -> Held:
+def _lease_unit(config: Config, held: Held, shared: tuple[object, str], name: str,
+                unit: int) -> bool:
+    from .lease import acquire, renewer
+
+    store, holder = shared
+    lease, _busy, _ = acquire(store, f"resource:{name}.{unit}", None, holder,
+                              config.lease_seconds)
+    if lease is None:
+        return False
+    held.leases.append(lease)
+    renewer(config, store).add(lease)
+    return True
+
+
+def take(config: Config, task: Task, stop: Callable[[], bool] | None = None,
+         shared: tuple[object, str] | None = None) -> Held:
     """The units `task` uses, per its on_busy: `wait` polls up to busy_wait (or until `stop`)."""
     if task.on_busy == "run":
-        return try_take(config, task.uses, keep_partial=True)
+        return try_take(config, task.uses, keep_partial=True, shared=shared)
     give_up = time.monotonic() + (task.busy_wait if task.on_busy == "wait" else 0.0)
     while True:
-        held = try_take(config, task.uses, keep_partial=False)
+        held = try_take(config, task.uses, keep_partial=False, shared=shared)
         if not held.busy or time.monotonic() >= give_up or (stop is not None and stop()):
             return held
         time.sleep(POLL)

@@ -4,7 +4,7 @@ Append a step for every change; never edit a step that has shipped (a user's dat
 went through it).
 """
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
@@ -166,11 +166,25 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE hosts (name TEXT PRIMARY KEY, seen_at REAL NOT NULL);  -- last tick, db clock
     """,
+    # 6: issue 11, per-task leases across hosts (lease.py): holder, fencing token, expiry by
+    # the database's clock. Used with a shared state only; SQLite gets the table for one schema.
+    """
+    CREATE TABLE leases (
+        task_id TEXT PRIMARY KEY,
+        holder TEXT,                    -- host:pid:boot-id of the tick; NULL once released
+        host TEXT NOT NULL,
+        run_id INTEGER,                 -- the run that took it
+        fence INTEGER NOT NULL,         -- +1 at every acquisition; a stale holder's writes fail
+        acquired_at REAL NOT NULL,      -- the database's clock
+        expires_at REAL                 -- the database's clock; renewed while the run lives
+    );
+    """,
 ]
 
-# PostgreSQL (issue 11, pgstate.py): a new database gets this, the schema at SCHEMA_VERSION,
-# in one step. The same tables and columns in the same order (so `SELECT *` rows match), with
-# PostgreSQL's types; no task-file cache: that stays in each host's own state/mdcron.db.
+# PostgreSQL (issue 11, pgstate.py): a new database gets this, the schema at version 5, in one
+# step, then the steps of PG_MIGRATIONS from 5 on. The same tables and columns in the same
+# order (so `SELECT *` rows match), with PostgreSQL's types; no task-file cache: that stays
+# in each host's own state/mdcron.db.
 # A later version appends its PostgreSQL step to PG_MIGRATIONS, indexed like MIGRATIONS.
 PG_SCHEMA = """
 CREATE TABLE runs (
@@ -299,4 +313,18 @@ CREATE TRIGGER outbox_changed AFTER INSERT OR UPDATE OR DELETE ON outbox
     FOR EACH STATEMENT EXECUTE FUNCTION mdcron_state_changed();
 """
 
-PG_MIGRATIONS: dict[int, str] = {}  # version i -> i+1, for i >= 5
+PG_SCHEMA_VERSION = 5  # the version PG_SCHEMA creates
+
+PG_MIGRATIONS: dict[int, str] = {  # version i -> i+1, for i >= 5
+    5: """
+CREATE TABLE leases (
+    task_id TEXT PRIMARY KEY,
+    holder TEXT,
+    host TEXT NOT NULL,
+    run_id BIGINT,
+    fence BIGINT NOT NULL,
+    acquired_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION
+);
+""",
+}

@@ -3,7 +3,7 @@ takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from .config import Config
@@ -13,18 +13,24 @@ from .task import Task
 Say = Callable[[str], None]
 
 
-def opening(store: Store, config: Config, say: Say) -> None:
+def opening(store: Store, config: Config, say: Say, now: float = 0.0,
+            environ: Mapping[str, str] | None = None) -> None:
     """Before anything else: refuse to claim with a clock too far off the database's
     (StoreError), then record the outcomes a lost connection left in the spool (before recovery
-    could call their rows crashed)."""
+    could call their rows crashed) and finish those runs' ladders (spool_ladder.py)."""
     if not store.url:
         return
     from .hostlease import check_clock
     from .spool import replay
 
     check_clock(store, config.max_clock_skew)
-    for line in replay(store, config.state_dir):
+    recorded: list = []
+    for line in replay(store, config.state_dir, recorded):
         say(line)
+    if recorded:
+        from .spool_ladder import finish
+
+        finish(store, config, recorded, now, environ or {}, say)
 
 
 @contextmanager

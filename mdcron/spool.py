@@ -5,7 +5,9 @@ closing write of the run's row is appended here instead, one JSON line, and the 
 a clear message. The next tick of this host writes the lines into the database before anything
 else (before recovery could call the still-`running` row crashed). Every line is a
 check-and-set on a row still `running`, so replaying twice, or after another host closed the row
-(its lease expired), changes nothing: the newer row is never overwritten.
+(its lease expired), changes nothing: the newer row is never overwritten. A run's result
+written from here then gets the rest of its ladder (spool_ladder.py: the failure count, a
+suspension, the alert; no retry or heal).
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ def pending(state_dir: Path) -> bool:
     return (state_dir / NAME).exists()
 
 
-def replay(store, state_dir: Path) -> list[str]:  # store: store.Store
-    """Write the spooled lines into the database, oldest first; lines to say."""
+def replay(store, state_dir: Path,
+           recorded: list | None = None) -> list[str]:  # store: store.Store
+    """Write the spooled lines into the database, oldest first; lines to say. `recorded`
+    gets (run id, RunResult) of each run's closing result written now (spool_ladder.py does
+    the rest of its ladder)."""
     path = state_dir / NAME
     if not path.exists():
         return []
@@ -51,7 +56,10 @@ def replay(store, state_dir: Path) -> list[str]:  # store: store.Store
             said.append(f"spool: an unreadable line was dropped: {line[:80]!r}")
             continue
         try:
-            said.append(_write(store, e))
+            line, result = _write(store, e)
+            said.append(line)
+            if result is not None and recorded is not None:
+                recorded.append((e["run_id"], result))
         except BaseException:  # the database went away again: keep what is left
             for rest in lines[i + 1:]:
                 with open(state_dir / NAME, "a", encoding="utf-8") as handle:
@@ -62,7 +70,7 @@ def replay(store, state_dir: Path) -> list[str]:  # store: store.Store
     return said
 
 
-def _write(store, e: dict) -> str:
+def _write(store, e: dict):  # -> (line, the RunResult written or None)
     from .outcome import Outcome, RunResult
 
     if e.get("op") == "finish":
@@ -73,10 +81,11 @@ def _write(store, e: dict) -> str:
                            extra=e.get("extra") or {})
         done = store.finish_run(e["run_id"], result, e["at"])
     else:
+        result = None  # a recovery's verdict, not a ladder's result
         done = store.end_running(e["run_id"], Outcome(e["status"]), e["reason"], e["now"],
                                  e.get("ended_at"), e.get("unobserved", False))
     what = e.get("outcome") or e.get("status")
     return (f"run {e['run_id']}: {what} recorded from the spool (the database was"
             " unreachable when it ended)" if done else
             f"run {e['run_id']}: spooled {what} not recorded: the row was closed"
-            " meanwhile (by another host, or as crashed)")
+            " meanwhile (by another host, or as crashed)"), result if done else None

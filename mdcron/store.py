@@ -64,6 +64,7 @@ class Store:
         self.path = path
         self.url = url
         self.host = host
+        self.fence: tuple[str, int] | None = None  # (task, token) while a run holds its lease
         self._db: sqlite3.Connection | None = None
 
     @property
@@ -96,6 +97,10 @@ class Store:
         db = self.connect()
         db.execute("BEGIN IMMEDIATE")
         try:
+            if self.fence is not None:  # issue 11: a holder whose lease was taken over
+                from .lease import check_fence  # writes nothing (lease.FencedOff)
+
+                check_fence(db, *self.fence)
             yield db
         except BaseException:
             db.execute("ROLLBACK")

@@ -132,7 +132,8 @@ def run_tick(
 
     owner = current_owner()
     with state_store(config) as store:
-        shared_tick.opening(store, config, say)  # issue 11: clock skew, the spool
+        shared_tick.opening(store, config, say, now,  # issue 11: clock skew, the spool
+                            environ if environ is not None else os.environ)
         if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
             from .dbguard import alert_if_recreated
 

@@ -31,10 +31,24 @@ def pg_server() -> Iterator[str]:
         uri = server.get_uri()
     except Exception as exc:  # no binaries for this platform, no shared memory, ...
         pytest.skip(f"{INSTALL}; pgserver could not start PostgreSQL here: {exc}")
+    _throwaway(uri)
     try:
         yield uri
     finally:
         server.cleanup()
+
+
+def _throwaway(uri: str) -> None:
+    """A test cluster need not survive a power cut: without fsync its shutdown checkpoint (the
+    session's teardown, ~50-90 s here after a suite's worth of databases) takes seconds, and
+    every commit is cheaper. Crash-safety tests stop the server cleanly or kill clients, never
+    the machine, so they keep their meaning."""
+    import psycopg
+
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for name in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(f"ALTER SYSTEM SET {name} = off")
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def database_url(admin_url: str, name: str) -> str:

@@ -15,6 +15,8 @@ import pytest
 from conftest import SCHEDULER, render_task, run_cli
 from test_cache import age
 
+from mdcron.schema import SCHEMA_VERSION
+
 BEFORE = "2026-11-23T09:59:00+00:00"
 NOW = "2026-11-23T10:00:00+00:00"
 TASKS = 200
@@ -161,7 +163,7 @@ def test_doctor_reports_a_reachable_postgresql_state(pg_url, home):
     assert "no tick recorded yet" in out.stdout
     assert run_cli(home, "tick").returncode == 0
     after = run_cli(home, "doctor").stdout
-    assert "schema 5" in after
+    assert f"schema {SCHEMA_VERSION}" in after
     assert "no tick recorded yet" not in after  # this host's last tick, kept locally
 
 
@@ -198,14 +200,20 @@ def test_hosts_must_be_a_list_of_host_names(home, write_task, cli):
     assert "would run the task nowhere" in out.stdout + out.stderr
 
 
-def lease_homes(tmp_path: Path, pg_url: str) -> tuple[Path, Path, Path]:
-    """Hosts a and b with one `* 10 * * *` task (timeout 60 s); on a it runs until `release`
-    exists, on b it ends at once. Both have seen it at 09:59."""
+LEASE = 1.5  # seconds of lease in these tests (renewed every 0.5 s by the tick's thread)
+
+
+def lease_homes(tmp_path: Path, pg_url: str,
+                lease: float = LEASE) -> tuple[Path, Path, Path]:
+    """Hosts a and b with one `* 10 * * *` task (timeout 60 s) and leases of LEASE seconds; on
+    a it runs until `release` exists, on b it ends at once. Both have seen it at 09:59."""
     marks = tmp_path / "marks"
     marks.mkdir()
     homes = []
     for name in ("a", "b"):
         home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"lease_seconds: {lease}\n")
         wait = (f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if name == "a" else "")
         (home / "tasks" / "job.md").write_text(render_task(
             "job", schedule="* 10 * * *", timeout=60,
@@ -227,46 +235,101 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("a_tick", ["alive", "killed"])
-def test_a_run_on_another_host_holds_the_task_until_its_deadline(pg_url, tmp_path, a_tick):
-    """B skips while A's run is within timeout + 60 s and never calls it crashed (B cannot see
-    A's processes); after the deadline B closes A's row as timeout and runs; A's late result
-    does not overwrite that row."""
+def lease_of(pg_url: str, task_id: str = "job") -> tuple[str | None, int, bool]:
+    """(holder, fence, expired by the database's clock) of a task's lease row."""
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        return conn.execute("SELECT holder, fence, coalesce(expires_at <"
+                            " extract(epoch FROM clock_timestamp()), true) FROM leases"
+                            " WHERE task_id = %s", (task_id,)).fetchone()
+
+
+def test_a_live_tick_renews_its_lease_while_its_task_outlives_it(pg_url, tmp_path):
+    """A's task runs for several lease intervals; A's tick renews the lease from its own
+    thread, so B skips every slot meanwhile, then A's result is recorded."""
+    a, b, marks = lease_homes(tmp_path, pg_url)
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")  # A's task is running, its lease taken
+    holder, fence, expired = lease_of(pg_url)
+    assert holder.startswith(f"a:{tick_a.pid}:") and fence == 1 and not expired
+    for minute in ("01", "02", "03"):  # ~3 lease intervals of real time: renewal must run
+        time.sleep(LEASE)
+        assert lease_of(pg_url)[2] is False, "the lease expired although A's tick lives"
+        out = run_cli(b, "tick", "--now", f"2026-11-23T10:{minute}:00+00:00")
+        assert out.returncode == 0, out.stderr
+    (marks / "release").touch()
+    out, err = tick_a.communicate(timeout=60)
+    assert tick_a.returncode == 0, out + err
+    rows = job_rows(b)
+    assert rows[0] == ("a", "success", "10:00", "")
+    assert [r[:3] for r in rows[1:]] == [("b", "skipped", f"10:0{m}") for m in (1, 2, 3)]
+    assert all(r[3].startswith("previous run still running on host a since 2026-11-23 10:00")
+               for r in rows[1:])
+    assert lease_of(pg_url)[0] is None  # released when the run ended
+    assert (marks / "ran").read_text().split() == ["a", "1"]
+
+
+def test_the_next_tick_of_a_live_host_extends_its_orphaned_task_s_lease(pg_url, tmp_path):
+    """A's tick is killed but A lives: cron's next tick there finds the task still running
+    within its deadline and extends its lease, as the flock outlives the tick."""
     import signal
+
+    import psycopg
+
+    a, b, marks = lease_homes(tmp_path, pg_url, lease=20)
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    tick_a.send_signal(signal.SIGKILL)
+    tick_a.communicate()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = conn.execute("SELECT expires_at FROM leases").fetchone()[0]
+        out = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
+        assert out.returncode == 0, out.stderr
+        after, holder = conn.execute("SELECT expires_at, holder FROM leases").fetchone()
+    assert after > before and holder.startswith(f"a:{tick_a.pid}:")
+    assert job_rows(b) == [("a", "running", "10:00", "")]
+    (marks / "release").touch()
+
+
+def test_a_killed_tick_loses_its_lease_and_its_host_kills_the_stale_run_when_back(pg_url,
+                                                                                  tmp_path):
+    """A's tick is killed with SIGKILL while its task runs: B skips until A's lease expires
+    (nobody renews it), then takes the task over on its next slot and closes A's row as
+    timeout. When A ticks again it kills its own stale process group; A's late result
+    overwrites nothing."""
+    import signal
+
+    from mdcron.locks import read_info
+    from mdcron.runner import group_alive
 
     a, b, marks = lease_homes(tmp_path, pg_url)
     tick_a = start_tick(a, NOW)
-    wait_for_file(marks / "ran")  # A's task is running
+    wait_for_file(marks / "ran")
     out = run_cli(b, "tick", "--now", "2026-11-23T10:01:00+00:00")
     assert out.returncode == 0, out.stderr
     (held, skipped) = job_rows(b)
     assert held == ("a", "running", "10:00", "")  # not `crashed`: B cannot see A's processes
     assert skipped[:3] == ("b", "skipped", "10:01")
-    assert skipped[3].startswith("previous run still running on host a since 2026-11-23 10:00")
-    if a_tick == "killed":
-        tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
-        tick_a.communicate()
-    late = run_cli(b, "tick", "--now", "2026-11-23T10:03:00+00:00")  # past 10:00 + 60 + 60 s
+    tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
+    tick_a.communicate()
+    give_up = time.monotonic() + 30
+    while not lease_of(pg_url)[2]:  # the database's clock passes the last renewal + LEASE
+        assert time.monotonic() < give_up, "A's lease never expired"
+        time.sleep(0.1)
+    late = run_cli(b, "tick", "--now", "2026-11-23T10:02:00+00:00")
     assert late.returncode == 0, late.stderr
     rows = job_rows(b)
-    assert rows[0][:3] == ("a", "timeout", "10:00") and "host a did not finish" in rows[0][3]
-    assert rows[2] == ("b", "success", "10:03", "")
-    if a_tick == "killed":  # A comes back: its orphaned task must not go on running
-        from mdcron.locks import read_info
-        from mdcron.runner import group_alive
-
-        info = read_info(a / "state" / "locks" / "job.lock")
-        assert info is not None and info.pgid is not None and group_alive(info.pgid)
-        back = run_cli(a, "tick", "--now", "2026-11-23T10:03:30+00:00")
-        assert "taken over by another host" in back.stdout, back.stdout + back.stderr
-        assert not group_alive(info.pgid)
-    (marks / "release").touch()  # A's task ends now, long after its lease
-    if a_tick == "alive":
-        tick_a.communicate(timeout=60)
-        assert tick_a.returncode in (0, 1)
-    assert job_rows(b)[0][:2] == ("a", "timeout")  # A's late result did not overwrite it
-    assert job_rows(b)[2] == ("b", "success", "10:03", "")
-    assert len(job_rows(b)) == 3
+    assert rows[0][:3] == ("a", "timeout", "10:00") and "lease expired" in rows[0][3]
+    assert rows[2] == ("b", "success", "10:02", "")
+    assert lease_of(pg_url)[:2] == (None, 2)  # b took it (fence 2) and released it
+    info = read_info(a / "state" / "locks" / "job.lock")
+    assert info is not None and info.pgid is not None and group_alive(info.pgid)
+    back = run_cli(a, "tick", "--now", "2026-11-23T10:02:30+00:00")
+    assert "taken over by host b" in back.stdout, back.stdout + back.stderr
+    assert not group_alive(info.pgid)
+    assert job_rows(b) == rows  # nothing of A's overwrote B's rows
+    assert (marks / "ran").read_text().split() == ["a", "1", "b", "3"]
 
 
 def test_dry_run_reads_the_shared_state(pg_url, tmp_path):
@@ -400,11 +463,11 @@ print("CODE", code, "PSYCOPG", "psycopg" in sys.modules)
 """
 
 
-def probe_tick(home: Path, now: str) -> str:
+def probe_tick(home: Path, now: str, extra: dict[str, str] | None = None) -> str:
     """A tick in a fresh interpreter that says whether it needed psycopg (the full tick)."""
     from conftest import REPO
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")} | (extra or {})
     out = subprocess.run([sys.executable, "-c", IDLE_PROBE, str(home), now], cwd=REPO,
                          capture_output=True, text=True, env=env)
     assert "CODE" in out.stdout, out.stdout + out.stderr
@@ -473,6 +536,35 @@ def test_the_idle_tick_finds_the_url_as_config_does(text, env, expected, monkeyp
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert state_url(text) == expected
+
+
+FORMS = [  # scheduler.yaml texts; PG_URL=postgresql://u:p@h/db, PGI_PW=s3cret
+    "state_url: ${PG_URL}\n", "state_url: '${PG_URL}'\n", 'state_url: "${PG_URL}"\n',
+    "state_url:   ${PG_URL}   # the shared one\n", "host: a\r\nstate_url: ${PG_URL}\r\n",
+    "state_url: postgresql://u:${PGI_PW}@h/db\n", "state_url: 'postgresql://u:it''s@h/db'\n",
+    "state_url: postgresql://u@h/db#x\n", "state_url: postgresql://u@h/db\nstate_url: ${PG_URL}\n",
+    'state_url: "postgresql://u@h/\\x64b"\n', "state_url: >-\n  postgresql://u@h/db\n",
+    "notify:\n  state_url: ${PG_URL}\n",
+    "state_url: 'postgresql://u@h/db'  # x\n",
+]
+
+
+@pytest.mark.parametrize("text", FORMS)
+def test_the_idle_tick_reads_state_url_as_config_does_or_not_at_all(text, tmp_path,
+                                                                    monkeypatch):
+    """The oracle is config.load_config: the idle tick's URL is the same, or None (full tick)."""
+    from mdcron.config import load_config
+    from mdcron.pgidle import state_url
+
+    monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
+    monkeypatch.setenv("PG_URL", "postgresql://u:p@h/db")
+    monkeypatch.setenv("PGI_PW", "s3cret")
+    (tmp_path / "scheduler.yaml").write_bytes(text.encode())
+    config, _ = load_config(tmp_path)
+    mine = state_url("+" + text)
+    assert mine in (config.state_url, None), (mine, config.state_url)
+    simple = "\\" not in text and ">-" not in text and "  state" not in text
+    assert (mine is not None) == simple
 
 
 def running_job(tmp_path: Path, pg_url: str, end: str = ""):
@@ -605,21 +697,57 @@ def test_a_task_whose_hosts_all_stopped_is_named_by_list_and_doctor(pg_url, tmp_
     assert "none of its hosts" not in run_cli(a, "list").stderr  # its one query said so
 
 
-def test_a_due_task_whose_hosts_all_stopped_alerts_once(pg_url, tmp_path, http_sink):
+def test_a_due_task_whose_hosts_all_stopped_alerts_once_until_that_changes(pg_url, tmp_path,
+                                                                         http_sink):
+    """One message while b stays silent, however long (not one per collapse window); the
+    other host's idle ticks stay idle meanwhile (before: every tick was a full one); when b
+    ticks again and later dies again, a new message."""
+    import psycopg
+
     marks = tmp_path / "marks"
     marks.mkdir()
-    a = make_home(tmp_path, "a", pg_url, marks, 0)
-    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
-        handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
-    (a / "tasks" / "only-b.md").write_text(render_task(
-        "only-b", schedule="* 10 * * *", command="true", hosts=["b"]), encoding="utf-8")
+    a, b = (make_home(tmp_path, name, pg_url, marks, 0) for name in ("a", "b"))
+    for home in (a, b):
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
+        (home / "tasks" / "only-b.md").write_text(render_task(
+            "only-b", schedule="0 * * * *", command=f"echo x >> {marks}/ran", hosts=["b"]),
+            encoding="utf-8")
     assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
     out = run_cli(a, "tick", "--now", NOW)
     assert "only-b: none of its hosts ticks any more" in out.stdout, out.stdout + out.stderr
-    run_cli(a, "tick", "--now", "2026-11-23T10:01:00+00:00")  # collapsed: no second message
-    messages = [b["title"] for b in http_sink.bodies()]
-    assert messages == ["mdcron: only-b runs nowhere"], messages
-    assert list(marks.iterdir()) == []
+    for at in ("10:01", "11:30", "13:05"):  # past the 1 h collapse window too
+        run_cli(a, "tick", "--now", f"2026-11-23T{at}:00+00:00")
+    assert [m["title"] for m in http_sink.bodies()] == ["mdcron: only-b runs nowhere"]
+    age(a)
+    assert probe_tick(a, "2026-11-23T13:06:00+00:00") == "CODE 0 PSYCOPG False"  # idle
+    assert run_cli(b, "tick", "--now", "2026-11-23T13:07:00+00:00").returncode == 0  # b is back
+    assert (marks / "ran").read_text() == "x\n"
+    assert probe_tick(a, "2026-11-23T13:08:00+00:00") == "CODE 0 PSYCOPG True"  # state moved
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # b silent for 10 minutes
+        conn.execute("UPDATE hosts SET seen_at = seen_at - 600 WHERE name = 'b'")
+    age(a)
+    assert probe_tick(a, "2026-11-23T13:59:00+00:00") == "CODE 0 PSYCOPG False"  # not due yet
+    assert probe_tick(a, "2026-11-23T14:00:00+00:00") == "CODE 0 PSYCOPG True"  # due: alert
+    assert [m["title"] for m in http_sink.bodies()] == ["mdcron: only-b runs nowhere"] * 2
+    age(a)
+    assert probe_tick(a, "2026-11-23T14:01:00+00:00") == "CODE 0 PSYCOPG False"
+
+
+def test_a_task_for_another_host_keeps_a_single_host_idle(home, write_task):
+    """SQLite, one host: a due task whose `hosts:` name another host is not run here, so the
+    tick stays idle (it used to go the full way every minute)."""
+    from test_cache import probe
+
+    write_task("mine", schedule="0 6 * * *", command="true")
+    write_task("theirs", schedule="* * * * *", command="true", hosts=["elsewhere"])
+    assert run_cli(home, "tick", "--now", NOW).returncode == 0
+    age(home)
+    code, mods, output = probe(home, "tick", "--now", "2026-11-23T10:01:00+00:00")
+    assert (code, mods, output) == (0, set(), "")
+    code, mods, _ = probe(home, "tick", "--now", "2026-11-23T10:02:00+00:00", "--dry-run")
+    assert "mdcron.tick" in mods  # a dry run plans it: the full path says so
+    assert history(home) == []
 
 
 def test_clocks_20_seconds_apart_never_run_a_slot_twice(pg_url, tmp_path):
@@ -647,3 +775,196 @@ def test_clocks_20_seconds_apart_never_run_a_slot_twice(pg_url, tmp_path):
     assert max(slots.values()) == 1  # never twice
     assert {s for _, s in slots} == {f"2026-11-23T10:0{m}:00+00:00" for m in range(3)}
     assert sum(len(p.read_text().split("\n")) - 1 for p in marks.iterdir()) == len(rows)
+
+
+@pytest.mark.parametrize("form", ["${PG_URL}", '"${PG_URL}"', "env", "crlf", "pgpassword"])
+def test_the_idle_tick_takes_the_common_forms_of_state_url(form, pg_url, tmp_path):
+    """`state_url: ${PG_URL}` (quoted or not), $MDCRON_STATE_URL alone, a file with CRLF line
+    ends, a password in $PGPASSWORD: the idle tick reads the URL as config does (no psycopg)."""
+    from urllib.parse import urlsplit
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", None, marks, 2)
+    env = {"PG_URL": pg_url}
+    config = "host: a\n"
+    if form == "env":
+        env = {"MDCRON_STATE_URL": pg_url}
+    elif form == "crlf":
+        config = f"host: a\r\nstate_url: {pg_url}\r\n"
+    elif form == "pgpassword":
+        parts = urlsplit(pg_url)
+        env["PGPASSWORD"] = parts.password or ""
+        bare = pg_url.replace(f":{parts.password}@", "@") if parts.password else pg_url
+        config += f"state_url: {bare}\n"
+    else:
+        config += f"state_url: {form}\n"
+    (a / "scheduler.yaml").write_bytes(config.encode())
+    full = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")} | env
+    out = subprocess.run([sys.executable, str(SCHEDULER), "--home", str(a), "tick", "--now",
+                          BEFORE], capture_output=True, text=True, env=full)
+    assert out.returncode == 0, out.stdout + out.stderr
+    age(a)
+    assert probe_tick(a, "2026-11-23T09:59:20+00:00", env) == "CODE 0 PSYCOPG False"
+
+
+def test_a_spooled_failure_finishes_its_ladder_when_recorded(pg_url, pg_server, tmp_path,
+                                                             http_sink):
+    """The run fails while the database is unreachable; the next tick records it from the
+    spool and does what the ladder would have done with no step left: no late retry, the
+    failure counted, the suspension the consecutive-failure rule asks for, its alert once."""
+    import psycopg
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write(f"max_consecutive_failures: 1\nnotify:\n  destinations:\n"
+                     f"    ops: \"{http_sink.json_url()}\"\n")
+    (a / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="0 10 * * *", retry=True, self_heal=False,
+        command=f"echo a >> {marks}/ran; while [ ! -e {marks}/release ]; do sleep 0.05; done;"
+        " exit 4"), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    tick = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    name = pg_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                      " WHERE datname = %s", (name,))
+        (marks / "release").touch()
+        out, err = tick.communicate(timeout=60)
+        assert tick.returncode == 2, out + err
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    direct = len(http_sink.bodies())  # the tick's direct alert: the database is unusable
+    later = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
+    assert "job: run 1 failed from the spool: suspended: failed 1 ticks in a row" in later.stdout, \
+        later.stdout + later.stderr
+    rows = history(a)
+    assert [(r["kind"], r["status"], r["exit_code"]) for r in rows] == [("run", "failed", 4)]
+    assert "recorded late from the spool" in json.dumps(rows[0])
+    assert "enabled: false" in (a / "tasks" / "job.md").read_text()
+    messages = [b["title"] + b["message"] for b in http_sink.bodies()[direct:]]
+    assert len(messages) == 1 and "suspended" in messages[0].lower(), messages
+    assert (marks / "ran").read_text().split() == ["a"]  # no late retry
+
+
+class SocketProxy:
+    """PostgreSQL's Unix socket through a relay in `folder` that the test can cut (a network
+    partition of one host: its connections drop and new ones fail) and mend."""
+
+    def __init__(self, target_dir: str, folder: Path):
+        import socket
+        import threading
+
+        self.target = f"{target_dir}/.s.PGSQL.5432"
+        self.open, self.conns = True, []
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(folder / ".s.PGSQL.5432"))
+        self.server.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if not self.open:
+                client.close()
+                continue
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.target)
+            self.conns += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self) -> None:
+        import socket
+
+        self.open = False
+        for conn in self.conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+        self.conns = []
+
+    def mend(self) -> None:
+        self.open = True
+
+
+def test_a_tick_cut_off_past_its_lease_stops_its_task_and_records_nothing(pg_url, tmp_path):
+    """A's tick lives but loses the database longer than its lease: B takes the task over on
+    its next slot. When A reaches the database again its renewal finds the lease gone: it
+    kills its task's process group, and the fence refuses its late result."""
+    from urllib.parse import parse_qs, urlsplit
+
+    a, b, marks = lease_homes(tmp_path, pg_url)
+    real_dir = parse_qs(urlsplit(pg_url).query)["host"][0]
+    relay = tmp_path / "relay"
+    relay.mkdir()
+    proxy = SocketProxy(real_dir, relay)
+    config = (a / "scheduler.yaml").read_text(encoding="utf-8")
+    (a / "scheduler.yaml").write_text(config.replace(real_dir, str(relay)), encoding="utf-8")
+    tick_a = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    proxy.cut()
+    give_up = time.monotonic() + 30
+    while not lease_of(pg_url)[2]:
+        assert time.monotonic() < give_up, "A's lease never expired"
+        time.sleep(0.1)
+    out = run_cli(b, "tick", "--now", "2026-11-23T10:02:00+00:00")
+    assert out.returncode == 0, out.stderr
+    proxy.mend()
+    out, err = tick_a.communicate(timeout=60)  # its task killed: it was never released
+    assert "its lease was taken over by another host" in err, out + err
+    assert "job: skipped" in out and "result not recorded" in out, out + err
+    rows = job_rows(b)
+    assert [r[:3] for r in rows] == [("a", "timeout", "10:00"), ("b", "success", "10:02")]
+    assert "lease expired" in rows[0][3]
+    assert (marks / "ran").read_text().split() == ["a", "1", "b", "2"]
+
+
+def test_a_resource_unit_held_on_one_host_is_busy_on_the_others(pg_url, tmp_path):
+    """resources: {db: 1} on both hosts: while a's task holds the unit (a lease row), b's task
+    that uses db finds it busy and skips; once a's run ended, b's next slot runs."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = {}
+    for name, task_id, wait in (("a", "load", True), ("b", "report", False)):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f"lease_seconds: {LEASE}\nresources: {{db: 1}}\n")
+        loop = f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if wait else ""
+        (home / "tasks" / f"{task_id}.md").write_text(render_task(
+            task_id, schedule="* 10 * * *", uses=["db"], on_busy="skip",
+            command=f"echo {name} >> {marks}/ran{loop}"), encoding="utf-8")
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        homes[name] = home
+    tick_a = start_tick(homes["a"], NOW)
+    wait_for_file(marks / "ran")
+    out = run_cli(homes["b"], "tick", "--now", "2026-11-23T10:01:00+00:00")
+    assert "report: skipped (resource db busy)" in out.stdout, out.stdout + out.stderr
+    (marks / "release").touch()
+    tick_a.communicate(timeout=60)
+    later = run_cli(homes["b"], "tick", "--now", "2026-11-23T10:02:00+00:00")
+    assert later.returncode == 0, later.stdout + later.stderr
+    rows = [(r["task_id"], r["host"], r["status"], r["scheduled_for"][11:16])
+            for r in reversed(history(homes["b"]))]
+    assert rows == [("load", "a", "success", "10:00"), ("report", "b", "skipped", "10:01"),
+                    ("report", "b", "success", "10:02")]
+    assert lease_of(pg_url, "resource:db.0")[0] is None  # released with the run

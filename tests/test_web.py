@@ -77,6 +77,9 @@ def test_every_page_renders_and_escapes(home, write_task, cli, server, client):
     assert "broken" in home_page and "invalid" in home_page
     assert "out-2" in client.get("/runs/1").text  # the log, as text
     assert "&lt;img src=x" in client.get("/tasks/a").text  # Markdown with HTML escaped
+    # one host (SQLite): every run is this machine's, so no host column and no Hosts table
+    assert "<th>host</th>" not in client.get("/history").text
+    assert "<h2>Hosts</h2>" not in client.get("/health").text
     r = client.get("/history?day=2026-13-99")
     assert r.status_code == 400 and "Traceback" not in r.text
 
@@ -320,3 +323,53 @@ def test_web_module_runs_as_command_help():
     out = subprocess.run([sys.executable, str(SCHEDULER), "web", "--help"],
                          capture_output=True, text=True, env={**os.environ})
     assert "--token-file" in out.stdout
+
+
+# ------------------------------------------------------------------ several hosts (issue 11)
+
+
+def test_pages_show_the_hosts_of_a_shared_state(pg_url, tmp_path):
+    """Two hosts on one PostgreSQL: the runs tables name the host of each run, the run page
+    says where it ran, and Health lists both hosts, their last tick, and the task file whose
+    copies differ; a host silent for 10 minutes shows as silent."""
+    import psycopg
+    from conftest import render_task
+    from test_hosts import BEFORE, NOW, make_home
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a, b = (make_home(tmp_path, name, pg_url, marks, 0) for name in ("a", "b"))
+    for home in (a, b):
+        for task_id, where in (("on-a", "a"), ("on-b", "b")):
+            (home / "tasks" / f"{task_id}.md").write_text(render_task(
+                task_id, schedule="0 10 * * *", command="true", hosts=[where]),
+                encoding="utf-8")
+    with open(b / "tasks" / "on-a.md", "a", encoding="utf-8") as handle:
+        handle.write("b's own note\n")  # b's copy differs from a's
+    for at in (BEFORE, NOW):
+        for home in (a, b):
+            out = run_cli(home, "tick", "--now", at)
+            assert out.returncode == 0, out.stdout + out.stderr
+    server = start_web(a)
+    try:
+        with httpx.Client(base_url=server.base, timeout=30) as c:
+            c.cookies.set("mdcron_token", server.token)
+            history = c.get("/history").text
+            assert "<th>host</th>" in history
+            assert '<td class="host">a</td>' in history and '<td class="host">b</td>' in history
+            assert '<td class="host">b</td>' in c.get("/tasks/on-b").text
+            run_a = json.loads(run_cli(a, "history", "--json").stdout)
+            run_id = next(r["run_id"] for r in run_a if r["task_id"] == "on-a")
+            assert 'on host <b class="host">a</b>' in c.get(f"/runs/{run_id}").text
+            health = c.get("/health").text
+            rows = {h: health.split(f'data-host="{h}"', 1)[1].split("</tr>", 1)[0]
+                    for h in ("a", "b")}
+            assert "(this one)" in rows["a"] and "(this one)" not in rows["b"]
+            assert all("ticking" in r and ">2<" in r and "on-a" in r for r in rows.values())
+            assert "on-b" not in rows["a"]  # the same copy on both hosts
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("UPDATE hosts SET seen_at = seen_at - 600 WHERE name = 'b'")
+            health = c.get("/health").text
+            assert "silent" in health.split('data-host="b"', 1)[1].split("</tr>", 1)[0]
+    finally:
+        server.stop()

@@ -348,5 +348,8 @@ def health_view(home: Path, config: Config | None, now: float) -> dict:
             if info is not None and holder_alive(info):
                 locks.append({"task_id": info.task_id, "run_id": info.run_id,
                               "pid": info.tick_pid, "since": iso(info.started_at)})
+    from .hosts import hosts_view  # issue 11: None unless the state is shared
+
     return {"checks": checks, "outbox": outbox, "locks": locks,
-            "maintenance": maintenance(str(home))}
+            "maintenance": maintenance(str(home)),
+            "hosts": hosts_view(config) if config is not None else None}

@@ -59,7 +59,8 @@ def routes(web) -> list[Route]:
             view = data.task_view(config, task_id(request), web.clock())
         except data.NotFound as exc:
             raise HTTPException(404, str(exc)) from exc
-        return web.page(request, "task.html", title=view["task"]["id"], **view)
+        return web.page(request, "task.html", title=view["task"]["id"],
+                        shared=bool(config.state_url), **view)
 
     async def run(request: Request) -> Response:
         config, notes = config_or_page(web, request)
@@ -70,7 +71,8 @@ def routes(web) -> list[Route]:
             view = data.run_view(config, run_id or 0)
         except data.NotFound as exc:
             raise HTTPException(404, str(exc)) from exc
-        return web.page(request, "run.html", title=f"Run {run_id}", **view)
+        return web.page(request, "run.html", title=f"Run {run_id}",
+                        shared=bool(config.state_url), **view)
 
     async def history(request: Request) -> Response:
         config, notes = config_or_page(web, request)
@@ -84,7 +86,7 @@ def routes(web) -> list[Route]:
         except ValueError as exc:
             raise HTTPException(400, f"day must be YYYY-MM-DD ({exc})") from exc
         return web.page(request, "history.html", title="History", filters=dict(q),
-                        statuses=STATUSES[:6], **view)
+                        statuses=STATUSES[:6], shared=bool(config.state_url), **view)
 
     async def incidents(request: Request) -> Response:
         config, notes = config_or_page(web, request)

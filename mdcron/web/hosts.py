@@ -1,0 +1,42 @@
+"""The Health page's hosts (issue 11): every host a shared state knows, when it last ticked
+(the database's clock, as hostfiles judges it) and which task files its copy of differs on.
+None with the embedded SQLite state: one host, nothing to compare."""
+
+from __future__ import annotations
+
+from ..config import Config
+from ..queries import iso
+
+
+def hosts_view(config: Config) -> dict | None:
+    """{"hosts": [...], "error": str | None}, or None when the state is not shared."""
+    if not config.state_url:
+        return None
+    from ..hostfiles import DEAD_AFTER, differing
+    from ..store import state_store
+
+    try:
+        with state_store(config) as store:
+            db = store.connect()
+            seen = {name: (float(at), float(age)) for name, at, age in db.execute(
+                "SELECT name, seen_at, extract(epoch FROM clock_timestamp()) - seen_at"
+                " FROM hosts").fetchall()}
+            files = dict(db.execute(
+                "SELECT host, count(*) FROM task_files GROUP BY host").fetchall())
+            odd = differing(store)
+    except Exception as exc:  # unreachable, or no tables yet: the doctor check says which
+        from ..state_url import mask
+
+        return {"hosts": [], "error": mask(str(exc))}
+    out = []
+    for name in sorted(set(seen) | set(files)):
+        at, age = seen.get(name, (None, None))
+        out.append({
+            "name": name, "this": name == config.host_name,
+            "seen_at": iso(at), "alive": age is not None and age <= DEAD_AFTER,
+            "files": int(files.get(name, 0)),
+            # the tasks whose copies differ, with this host's short hash (absent: no copy)
+            "differs": [{"task_id": t, "sha": by_host.get(name)}
+                        for t, by_host in sorted(odd.items())],
+        })
+    return {"hosts": out, "error": None}
