@@ -107,3 +107,19 @@ def test_a_host_without_the_destination_leaves_the_message_to_one_that_has_it(
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT status FROM outbox").fetchall() == [("sent",)]
     assert len(http_sink.bodies()) == 2  # the failed try, then the message
+
+
+def test_each_host_pings_its_own_heartbeat_on_full_and_idle_ticks(pg_url, tmp_path, http_sink):
+    """Each host's scheduler.yaml names its own heartbeat_url (README: a URL shared by all would
+    stay green while any host lives): both hosts' ticks, full then idle, ping their own URL."""
+    a, b = two_hosts(tmp_path, pg_url, http_sink.json_url())
+    for home in (a, b):
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write(f'heartbeat_url: "{http_sink.url("/beat-" + home.name)}"\n')
+        (home / "tasks" / "daily.md").write_text(render_task(
+            "daily", schedule="0 6 * * *", command="true"), encoding="utf-8")
+    for at in ("10:00", "10:01"):  # the first tick is full, the second idle
+        tick(a, at)
+        tick(b, at)
+    pings = [r.path for r in http_sink.requests if r.path.startswith("/beat-")]
+    assert sorted(pings) == ["/beat-a", "/beat-a", "/beat-b", "/beat-b"]
