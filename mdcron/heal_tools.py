@@ -32,11 +32,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .claude import write_private
 from .config import Config
 from .frontmatter_edit import write_atomic
 from .paths import PathError, script_path
-from .runner import make_private_dirs
+from .private_files import make_private_dirs, write_private
 from .task import Task
 from .taskfile import parse_task_text
 
