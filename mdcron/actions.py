@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .cache import load_task_set
 from .config import Config
+from .frontmatter_edit import edit_task_file
+from .pause import pauses, set_pause
 from .store import state_store
 from .task import Task
 from .usage import UsageError
@@ -19,8 +22,6 @@ class ActionError(UsageError):
 
 
 def load_task(config: Config, task_id: str) -> Task:
-    from .cache import load_task_set
-
     found = load_task_set(config)
     task = found.get(task_id)
     if task is not None:
@@ -35,9 +36,6 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
                 until: float | None = None) -> Task:
     """`enable` / `disable [--reason] [--until]`: edit the file (only those keys), record the
     state; a pause with `until` ends by itself (resume_due below, called by the tick)."""
-    from .frontmatter_edit import edit_task_file
-    from .pause import set_pause
-
     if until is not None and until <= now:
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
@@ -69,8 +67,6 @@ def start_run(config: Config, task_id: str, environ: dict[str, str] | None = Non
 def resume_due(config: Config, now: float) -> list[str]:
     """Enable every task whose timed pause is over; returns one line per task for the tick.
     (Here, not in pause.py: the idle fast path imports pause.py and needs none of this.)"""
-    from .pause import pauses, set_pause
-
     home = str(config.home)
     due = [task_id for task_id, p in pauses(home).items() if p["until"] <= now]
     lines = []

@@ -30,7 +30,7 @@ from .claude_settings import ClaudeConfig as ClaudeConfig
 from .claude_settings import parse_claude_config as parse_claude_config
 from .config import Config
 from .outcome import Outcome, RunResult, envelope_error
-from .runner import make_private_dirs
+from .private_files import make_private_dirs, write_private
 from .task import Task
 from .templates import TemplateError as TemplateError  # re-exported: older imports
 from .templates import render_template as render_template
@@ -86,7 +86,7 @@ class ClaudeSession:
         key = api_key(self.environ)
         if key is None:
             raise ClaudeUnavailable(f"{NO_KEY}: set ANTHROPIC_API_KEY to use Claude")
-        import anthropic  # only here: the moment a call is about to be made
+        import anthropic  # lazy: anthropic (~300 ms), only the moment a call is about to be made
 
         self._sdk = anthropic
         base_url = (self.environ.get("ANTHROPIC_BASE_URL") or "").strip() or DEFAULT_BASE_URL
@@ -245,18 +245,6 @@ def _tail(text: str, size: int) -> str:
 
 
 # --- templates (templates.py, re-exported) and files -------------------------------------------
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write a file readable by its owner only (folders created 0700)."""
-    make_private_dirs(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb", closefd=False) as handle:
-            handle.write(data)
-    finally:
-        os.close(fd)
 
 
 def append_jsonl(path: Path, record: Mapping[str, object]) -> None:

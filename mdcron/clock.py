@@ -46,7 +46,7 @@ def parse_instant(text: str, zone: object = None) -> datetime:
     value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
         if zone is None:
-            from .schedule import resolve_zone
+            from .schedule import resolve_zone  # lazy: zoneinfo, only for a naive instant
 
             zone = resolve_zone(None)
         value = value.replace(tzinfo=zone)  # type: ignore[arg-type]

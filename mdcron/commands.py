@@ -1,23 +1,33 @@
-"""One function per command: call the core, print the result, return the exit status."""
+"""One function per command: call the core, print the result, return the exit status.
+
+Lazy imports: each command imports the modules it needs inside its own function, so that a
+command (and the tick, which cli.py reaches through here) loads only its own share of the
+package: rich for tables, the tick and ladder for `tick` and `run`, chains, incidents, comments,
+heal, doctor, install, the web server and the PostgreSQL copy for their commands. What every
+command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is imported at the top.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
+from pathlib import Path
 
 from .clock import parse_instant, to_dt
 from .config import Config
 from .heartbeat import STALE_TICK
+from .pause import end_maintenance, maintenance, start_maintenance
 from .problems import Problem
-from .store import Store, state_store
+from .store import Store, StoreError, last_tick, state_store
 from .units import format_duration
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
-    from .store import StoreError
     from .tick import run_tick
     from .ticklog import TickLog
 
@@ -71,7 +81,6 @@ def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
     (enabled again before the pass, so their next slot runs). pause.py."""
     from .actions import resume_due
-    from .pause import maintenance
 
     marker = maintenance(str(config.home))
     if marker is not None:
@@ -179,8 +188,6 @@ def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
     """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
     notes = []
     if config.state_exists:
-        from .store import last_tick
-
         with state_store(config) as store:
             last = last_tick(config, store)
         if last is not None and now - float(last) > STALE_TICK:
@@ -254,8 +261,6 @@ def cmd_history(config: Config, args: argparse.Namespace) -> int:
 def _error_text(row: dict) -> str:
     """The error column; a heal row shows its diagnosis; a note (why no heal) follows."""
     if row.get("kind") == "heal" and row.get("extra"):
-        import json
-
         try:
             return "heal: " + str(json.loads(str(row["extra"])).get("diagnosis", ""))[:300]
         except ValueError:
@@ -264,8 +269,6 @@ def _error_text(row: dict) -> str:
 
 
 def _note(row: dict) -> str:
-    import json
-
     try:
         extra = json.loads(str(row.get("extra") or "{}"))
     except ValueError:
@@ -365,8 +368,6 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_show(config: Config, args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
     from .render import print_json, short_time, status_style, table
 
     task = _load_task(config, args.id)
@@ -403,8 +404,6 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_logs(config: Config, args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     row = None
     if config.state_exists:
         with state_store(config) as store:
@@ -455,8 +454,6 @@ def cmd_disable(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_pause(config: Config, args: argparse.Namespace) -> int:
     """Maintenance mode: every tick runs nothing until `resume`."""
-    from .pause import start_maintenance
-
     by = args.by or os.environ.get("USER") or "someone"
     start_maintenance(str(config.home), to_dt(clock_from(None).now()).isoformat(), by)
     print("maintenance mode: the tick runs nothing until `scheduler.py resume`")
@@ -464,8 +461,6 @@ def cmd_pause(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_resume(config: Config, args: argparse.Namespace) -> int:
-    from .pause import end_maintenance
-
     print("maintenance mode ended: the tick runs tasks again" if end_maintenance(
         str(config.home)) else "not in maintenance mode")
     return OK

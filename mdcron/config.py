@@ -83,7 +83,7 @@ class Config:
     def host_name(self) -> str:
         if self.host:
             return self.host
-        from .state_url import default_host
+        from .state_url import default_host  # lazy: state_url loads socket (~3 ms)
 
         return default_host()
 
@@ -134,7 +134,7 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
         if env.get(STATE_URL_ENV):  # a state URL without a config file (issue 11)
             return _build(home, path, {}, env, exists=False)
         return Config(home=home), []
-    import yaml  # only when there is a config file
+    import yaml  # lazy: yaml (~10 ms) only when there is a config file
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -166,7 +166,7 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
                                     severity="warning"))
     if "timezone" in data:
         tz = data["timezone"]
-        from .schedule import ScheduleError, resolve_zone
+        from .schedule import ScheduleError, resolve_zone  # lazy: zoneinfo, only for `timezone:`
 
         try:
             resolve_zone(str(tz))
@@ -241,7 +241,7 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
 def _state(path: Path, data: dict, values: dict[str, object],
            environ: Mapping[str, str]) -> list[Problem]:
     """state_url (the environment's MDCRON_STATE_URL wins), host, max_clock_skew: issue 11."""
-    from .state_url import StateUrlError, check_host, parse
+    from .state_url import StateUrlError, check_host, parse  # lazy: socket (~3 ms), see host_name
 
     errors = []
     url = environ.get(STATE_URL_ENV) or data.get("state_url")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -169,8 +171,6 @@ def resolve_python(tick: TickLine, environ: Mapping[str, str]) -> str:
     line's `cd`), else looked up on the line's PATH, else cron's default PATH."""
     if tick.python_path:
         return tick.python_path
-    import shutil
-
     search = tick.env.get("PATH") or environ.get("PATH") or CRON_PATH
     return shutil.which(tick.python, path=search) or tick.python
 
@@ -178,8 +178,6 @@ def resolve_python(tick: TickLine, environ: Mapping[str, str]) -> str:
 def line_for(home: str, environ: Mapping[str, str]) -> str:
     """The line for this home, this interpreter and this checkout, with the caller's PATH:
     what `install --cron` writes and `doctor` suggests."""
-    import sys
-
     code = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = "scheduler.py" if os.path.realpath(code) == os.path.realpath(home) else os.path.join(
         code, "scheduler.py")

@@ -30,6 +30,10 @@ last tick (read by `doctor`).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import fcntl
+import io
 import json
 import os
 import select
@@ -42,9 +46,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .config import Config
+from .cli import build_parser
+from .config import Config, ConfigError, load_config
+from .locks import boot_id, process_matches, process_start_time, read_info
+from .outcome import Outcome
+from .runner import kill_process_group
+from .store import StoreError, state_store
+from .units import format_duration
 
 MAX_NAP = 1.0  # re-read the wall clock at least this often: a clock step is seen within 1 s
 JUMP = 2.0  # wall time moving this much more (or less) than monotonic time is a clock step
@@ -153,8 +161,6 @@ class DaemonLock:
         self.info: dict[str, object] = {}
 
     def acquire(self, info: dict[str, object]) -> None:
-        import fcntl
-
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -199,8 +205,6 @@ def describe_holder(info: dict[str, object] | None, path: Path) -> str:
 
 def daemon_alive(info: dict[str, object] | None) -> bool:
     """Is the daemon named in the lock's text still that same running process?"""
-    from .locks import process_matches
-
     if not info:
         return False
     return process_matches(info.get("pid"), info.get("start"), info.get("boot"))  # type: ignore[arg-type]
@@ -292,8 +296,6 @@ class Daemon:
     # -- the loop -----------------------------------------------------------------------------
 
     def run(self) -> int:
-        from .locks import boot_id, process_start_time
-
         self._install_signals()  # first: a SIGTERM from now on is a clean stop
         now = time.time()
         try:
@@ -328,8 +330,6 @@ class Daemon:
             self._wait(nap(time.time()))
 
     def reload(self) -> None:
-        from .config import ConfigError, load_config
-
         try:
             config, _ = load_config(self.home)
         except ConfigError as exc:
@@ -357,16 +357,10 @@ class Daemon:
 
     def kill_leftovers(self) -> None:
         """Kill the ticks still running, then their tasks' groups; record the runs crashed."""
-        from .config import ConfigError, load_config
-        from .locks import process_matches, read_info
-        from .runner import kill_process_group
-
         pids = set(self.ticks)
         try:
             config, _ = load_config(self.home)
         except ConfigError:
-            from .config import Config
-
             config = Config(home=self.home.resolve())
         groups = []
         for path in sorted(config.locks_dir.glob("*.lock")):
@@ -394,9 +388,6 @@ class Daemon:
         self._record_crashed(config, pids)
 
     def _record_crashed(self, config: Config, pids: set[int]) -> None:
-        from .outcome import Outcome
-        from .store import StoreError, state_store
-
         try:
             with state_store(config) as store:  # issue 11: only this host's rows are its pids
                 for row in store.running_rows():
@@ -423,8 +414,6 @@ def _become_subreaper() -> None:
     """Orphaned task processes come back to the daemon (to be reaped) even when it is not
     PID 1. Linux only; elsewhere nothing happens."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
@@ -435,11 +424,6 @@ def _tick_log_format_args(log_format: str) -> list[str]:
     """`--log-format` is passed on to the tick when the tick knows that option."""
     if log_format == "text":
         return []
-    import contextlib
-    import io
-
-    from .cli import build_parser
-
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             _, unknown = build_parser().parse_known_args(["tick", "--log-format", log_format])
@@ -462,8 +446,6 @@ def daemon_status(home: Path, now: float) -> tuple[str, str] | None:
     pid = info.get("pid")
     if not daemon_alive(info):
         return "gone", f"the daemon (pid {pid}) ended without stopping (killed?); lock {path}"
-    from .units import format_duration
-
     last = info.get("last_tick")
     since = now - float(info.get("started_at") or now)  # type: ignore[arg-type]
     ago = f"last tick {format_duration(max(0.0, now - float(last)))} ago" if last else "no tick yet"

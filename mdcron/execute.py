@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .claude import run_claude_task
 from .clock import Clock, to_dt
 from .config import Config
+from .environment import task_environment
 from .locks import (
     LockInfo,
     TaskLock,
@@ -23,6 +25,8 @@ from .locks import (
     read_info,
 )
 from .outcome import Outcome, RunResult
+from .paths import PathError, task_cwd
+from .runner import CommandSpec, RunnerError, command_argv, run_command
 from .store import Owner, Store
 from .task import Task
 
@@ -88,14 +92,8 @@ def _start(
     ctx: RunContext, task: Task, run_id: int, attempt: int, lock: TaskLock, info: LockInfo,
     log_path: Path,
 ) -> RunResult:
-    from .environment import task_environment
-    from .paths import PathError, task_cwd
-    from .runner import CommandSpec, RunnerError, command_argv, run_command
-
     config = ctx.config
     if task.run_as == "claude":
-        from .claude import run_claude_task
-
         deadline = time.monotonic() + task.timeout
         return run_claude_task(task, config, ctx.environ, log_path=log_path, deadline=deadline)
     try:

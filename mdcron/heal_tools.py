@@ -34,7 +34,10 @@ from pathlib import Path
 
 from .config import Config
 from .frontmatter_edit import write_atomic
+from .paths import PathError, script_path
+from .private_files import make_private_dirs, write_private
 from .task import Task
+from .taskfile import parse_task_text
 
 PROTECTED = ("id", "enabled", "disabled_reason", "self_heal", "notify_on", "notify_to",
              "heal_paths", "secrets", "claude_config")
@@ -106,8 +109,6 @@ def sha256(data: bytes) -> str:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Bytes through the one atomic writer (backups may not be UTF-8)."""
-    from .frontmatter_edit import write_atomic
-
     write_atomic(path, data)
 
 
@@ -141,8 +142,6 @@ class Sandbox:
                 continue
             self.patterns.append((pattern, glob_regex(pattern)))
         if not self.task.heal_paths and self.task.run_as == "script":
-            from .paths import PathError, script_path
-
             try:
                 self.extra_writable.add(Path(os.path.realpath(script_path(self.task, self.config))))
             except PathError as exc:
@@ -302,8 +301,6 @@ class Sandbox:
         self.written += len(data)
 
     def _check_task_text(self, text: str) -> None:
-        from .taskfile import parse_task_text
-
         new, problems = parse_task_text(text, self.task.path, self.config)
         if new is None:
             errors = "; ".join(str(p) for p in problems if p.severity == "error")
@@ -321,9 +318,6 @@ class Sandbox:
     def _backup(self, real: Path) -> None:
         if real in self.originals:
             return
-        from .claude import write_private
-        from .runner import make_private_dirs
-
         make_private_dirs(self.backup_dir)
         try:
             before = real.read_bytes()
@@ -358,8 +352,6 @@ class Sandbox:
     def write_manifest(self, heal_id: str) -> None:
         if not self.originals:
             return
-        from .claude import write_private
-
         files = [
             {"path": self.rel(p), "existed": before is not None,
              "before_sha256": sha256(before) if before is not None else None,

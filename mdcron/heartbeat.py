@@ -25,7 +25,7 @@ _HOST_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 def missing_vars(template: str, environ: Mapping[str, str]) -> list[str]:
     if "${" not in template:  # the common case needs no `re` (envref.py)
         return []
-    from .envref import ENV_REF
+    from .envref import ENV_REF  # lazy: envref loads re, which the idle tick's ping never needs
 
     return [n for n in dict.fromkeys(ENV_REF.findall(template)) if n not in environ]
 
@@ -34,7 +34,7 @@ def expand_vars(template: str, environ: Mapping[str, str]) -> tuple[str, list[st
     """The text with ${VAR} replaced (every VAR must be set) and the values substituted."""
     if "${" not in template:
         return template, []
-    from .envref import ENV_REF
+    from .envref import ENV_REF  # lazy: envref loads re, which the idle tick's ping never needs
 
     values = [environ[n] for n in ENV_REF.findall(template)]
     return ENV_REF.sub(lambda m: environ[m.group(1)], template), values
@@ -42,7 +42,7 @@ def expand_vars(template: str, environ: Mapping[str, str]) -> tuple[str, list[st
 
 def mask(text: str, url: str, values: list[str]) -> str:
     """`text` without the URL, the substituted values, or any long piece of the URL."""
-    import re
+    import re  # lazy: only to mask an error message; the idle tick loads no re
 
     pieces = [url, *values]
     rest = url.split("://", 1)[-1]
@@ -113,7 +113,7 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> 
     """One HTTP/1.1 GET over a socket (TLS for https, verified as urllib verifies it); the
     status code. Costs the import of socket (and ssl for https), not of urllib.request or
     http.client (~25 ms more on a 2-core machine: bench/README.md)."""
-    import socket
+    import socket  # lazy: only to ping; every command imports this module (STALE_TICK)
 
     default = 443 if scheme == "https" else 80
     number = int(port) if port else default
@@ -125,7 +125,7 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> 
     sock = socket.create_connection((host.encode("ascii"), number), timeout=TIMEOUT)
     try:
         if scheme == "https":
-            import ssl
+            import ssl  # lazy: ssl (~10 ms) only for an https URL
 
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
         name = host if number == default else f"{host}:{number}"
@@ -146,6 +146,7 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> 
 
 
 def _urllib_get(url: str, values: list[str], where: str) -> str | None:
+    # lazy: urllib.request (~25 ms: http.client, email) only for a URL the socket path refuses
     import urllib.error
     import urllib.request
 

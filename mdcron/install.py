@@ -24,7 +24,9 @@ limit, hence the default.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -149,8 +151,6 @@ class Unit:
 
 
 def unit_name(home: Path) -> str:
-    import hashlib
-
     slug = "".join(c if c.isalnum() else "-" for c in home.name)[:32] or "home"
     return f"mdcron-{slug}-{hashlib.sha256(str(home).encode()).hexdigest()[:6]}"
 
@@ -175,8 +175,6 @@ def systemd_units(home: Path, environ: Mapping[str, str], user: bool, timer: boo
     if environ.get("PATH"):
         common.append(_env_line("PATH", environ["PATH"]))
     if not user:
-        import pwd
-
         common.append(f"User={pwd.getpwuid(os.getuid()).pw_name}")
     run = f"{_quote(sys.executable)} -u {_quote(script)}"
 

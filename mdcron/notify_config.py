@@ -65,7 +65,7 @@ class NotifyConfig:
     timezone: str | None = None  # the scheduler's zone (None: the system's)
 
     def zone(self) -> tzinfo:
-        from .schedule import resolve_zone
+        from .schedule import resolve_zone  # lazy: zoneinfo; `history` needs no schedule
 
         return resolve_zone(self.timezone)
 

@@ -6,6 +6,9 @@ standard library alone (os, json) and hand the tick to the full path when one ne
   - state/maintenance.json {"since": ISO, "by": name}: while it exists the tick runs nothing;
   - state/paused_until.json {task_id: {"until": epoch, "path": task file}}: the tick enables
     the task again (byte-preserving edit, as `enable`) once `until` has passed.
+
+Lazy imports: json is imported inside the functions that read or write a file: the idle tick
+imports this module for two os.path.exists and never loads json (which loads re: ~5 ms).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def end_maintenance(home: str) -> bool:
 
 
 def pauses(home: str) -> dict[str, dict]:
-    import json  # not at the top: the idle tick imports this module for two os.path.exists
+    import json
 
     try:
         with open(os.path.join(_state(home), PAUSES), encoding="utf-8") as fh:

@@ -21,6 +21,7 @@ the original block, whatever the process does to its copy.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 
 PR_SET_DUMPABLE = 4
@@ -31,8 +32,6 @@ def make_undumpable() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
     except (OSError, AttributeError):

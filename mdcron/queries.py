@@ -4,19 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
+from .cache import View, load
+from .chains import explain as explain_chain
+from .chains import schedule_zone
 from .clock import to_dt
 from .config import Config
 from .locks import holder_alive, lock_path, read_info
+from .observe import observe
+from .once_per import last_successes, skip_reason
 from .problems import Problem
+from .resources import describe_holders, holders
+from .schedule import decide, fires_between, resolve_zone, schedule_of
 from .schedule import next_fire as next_fire  # re-exported: `list` and the web use it
 from .store import TaskState, state_store
 from .task import Task
 from .units import format_duration
-
-if TYPE_CHECKING:
-    from .cache import View
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +33,6 @@ class Loaded:
 
 def load_all(config: Config) -> Loaded:
     """Task files through the cache (cache.py): only changed files are parsed."""
-    from .cache import load
-
     view = load(config)
     return loaded_with_state(config, view, view.task_set().tasks)
 
@@ -49,8 +50,6 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
 
 
 def zone_name(task: Task, config: Config) -> str:
-    from .schedule import resolve_zone
-
     return task.timezone or config.timezone or str(resolve_zone(None))
 
 
@@ -62,8 +61,6 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
     rows: list[dict] = []
     held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
     if config.resources:
-        from .resources import holders
-
         for h in holders(config):
             if h.info is not None:
                 held.setdefault(h.info.task_id, []).append(h.resource)
@@ -112,12 +109,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
 
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
     """`why`: the decision for this instant, in plain words, with what it rests on."""
-    from .observe import observe
-    from .schedule import decide, fires_between, schedule_of
-
     if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
-        from .chains import explain as explain_chain
-
         return explain_chain(config, task, at) + issue12_lines(config, task, at)
     sched = schedule_of(task, config)
     zone = sched.zone
@@ -168,14 +160,9 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
     """`why` for issue 12: the resources a task uses and who holds them."""
     lines = []
     if task.uses:
-        from .resources import describe_holders
-
         lines += [f"uses {line} (on_busy: {task.on_busy})"
                   for line in describe_holders(config, task)]
     if task.once_per:
-        from .chains import schedule_zone
-        from .once_per import last_successes, skip_reason
-
         last = None
         if config.state_exists:
             with state_store(config) as store:

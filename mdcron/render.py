@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,8 +17,7 @@ def print_json(value: object) -> None:
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    import shutil
-
+    # lazy: rich (~40 ms) only for a table
     from rich.console import Console
     from rich.table import Table
 

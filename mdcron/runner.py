@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .outcome import Outcome, RunResult, envelope_error
+from .private_files import make_private_dirs
 from .task import Task
 from .units import format_duration
 
@@ -142,19 +143,6 @@ def kill_process_group(pgid: int, grace: float) -> bool:
 
 
 # --- output ------------------------------------------------------------------------------------
-
-
-def make_private_dirs(folder: Path) -> None:
-    """Create missing folders owner-only (0700), whatever the umask says."""
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
 
 
 def _last_nonblank_line(data: bytes) -> bytes | None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import struct
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -188,16 +190,14 @@ def _load_croniter() -> None:
     """Import croniter without its import-time 32-bit probe running `file -b <python>` (a
     fork+exec through platform.architecture, 15-90 ms per tick on a 2-core machine): while it
     imports, platform.architecture answers from the pointer size, the probe's own first test."""
-    import sys
-
     if "croniter" in sys.modules:
         return
-    import platform
-    import struct
+    import platform  # lazy: only while croniter loads (which imports it anyway)
 
     real = platform.architecture
     platform.architecture = lambda *_a, **_k: (f"{struct.calcsize('P') * 8}bit", "")
     try:
+        # lazy: croniter + dateutil (~15 ms), only when a cron expression is stepped
         import croniter  # noqa: F401
     finally:
         platform.architecture = real
@@ -206,7 +206,7 @@ def _load_croniter() -> None:
 @lru_cache(maxsize=512)
 def _croniter_for(spec: str, day_or: bool, thread: int) -> Any:
     _load_croniter()
-    from croniter import croniter
+    from croniter import croniter  # lazy: croniter (~15 ms), see _load_croniter
 
     return croniter(spec, datetime(2000, 1, 1), day_or=day_or)
 
@@ -257,7 +257,7 @@ class CronSchedule:
         return the first instant(w) beyond t (up: > t; down: <= t). `instant` must be
         monotone in w, which first and last passes are."""
         _load_croniter()
-        from croniter import CroniterBadDateError
+        from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), see _load_croniter
 
         it = _croniter(self.spec, self.day_or)
         it.set_current(start if up else start.replace(second=0, microsecond=0) + _MINUTE)
@@ -402,7 +402,7 @@ def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
         canon[2] = canon[4] = "*"  # OR with an unrestricted side: every day
     spec = " ".join(canon)
     _load_croniter()
-    from croniter import CroniterBadDateError, CroniterError
+    from croniter import CroniterBadDateError, CroniterError  # lazy: as in _croniter_for
 
     try:
         it = _croniter(spec, not day_stars)

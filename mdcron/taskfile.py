@@ -20,7 +20,9 @@ from pathlib import Path
 from . import task as task_model
 from .config import Config
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
+from .paths import PathError, script_path, task_cwd
 from .problems import Problem, unknown_key
+from .schedule import ScheduleError, parse_schedule, resolve_zone
 from .task import Task
 from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 from .units import DurationError, parse_duration
@@ -178,7 +180,7 @@ def _env(value: object) -> dict[str, str]:
 
 
 def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
-    from .state_url import HOST_LIKE
+    from .state_url import HOST_LIKE  # lazy: state_url loads socket; only for `hosts:`
 
     for name in names:
         if not HOST_LIKE.fullmatch(name):
@@ -401,6 +403,7 @@ def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
 
 
 def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
+    # lazy: python-frontmatter + yaml (~10 ms), only for a file the cache has not seen (cache.py)
     import frontmatter  # python-frontmatter's YAML handler: yaml.load with CSafeLoader
     import yaml
 
@@ -499,8 +502,6 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
 
 
 def _check_schedule(values: dict[str, object], report: _Report, config: Config) -> None:
-    from .schedule import ScheduleError, parse_schedule, resolve_zone
-
     zone = None
     if "timezone" in values:
         try:
@@ -538,8 +539,6 @@ def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
 
 
 def _check_paths(task: Task, report: _Report, config: Config) -> None:
-    from .paths import PathError, script_path, task_cwd
-
     key = "cwd" if task.cwd is not None else "cwd_policy"
     try:
         cwd = task_cwd(task, config)
@@ -587,7 +586,7 @@ def _check_issue12_keys(values: dict[str, object], report: _Report, config: Conf
     resources = config.resources
     for name in values.get("uses", ()):  # type: ignore[attr-defined]
         if name not in resources:
-            import difflib
+            import difflib  # lazy: only for a misspelt resource
 
             near = difflib.get_close_matches(name, sorted(resources), n=1, cutoff=0.6)
             hint = (f"did you mean {near[0]!r}?" if near else

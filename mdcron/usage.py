@@ -1,14 +1,12 @@
 """What the commands share with the entry point: exit statuses, the usage error, the clock.
 
 A module of its own so that commands.py and actions.py need not import cli.py, which imports
-them. Standard library only, and the clock is imported when a command reads it.
+them. Standard library and clock.py only (every command loads clock.py anyway, through commands.py).
 """
 
 from __future__ import annotations
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .clock import Clock
+from .clock import Clock, parse_instant
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
@@ -19,8 +17,6 @@ class UsageError(Exception):
 
 def clock_from(value: str | None) -> Clock:
     """The real clock, read once here, unless an instant is given (--now / --at)."""
-    from .clock import Clock, parse_instant
-
     if not value:
         return Clock.real()
     try:

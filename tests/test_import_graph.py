@@ -117,8 +117,8 @@ def test_the_walker_sees_what_it_must():
     assert "mdcron.store" in imports("mdcron.tick", module_level=True)
     assert "mdcron.cache" not in imports("mdcron.tick", module_level=True)  # inside run_tick
     assert "mdcron.cache" in imports("mdcron.tick", module_level=False)
-    assert "mdcron.clock" not in imports("mdcron.usage", module_level=True)  # TYPE_CHECKING only
-    assert "mdcron.clock" in imports("mdcron.usage", module_level=False)  # in clock_from
+    assert "mdcron.crontab_line" not in imports("mdcron.doctor", module_level=True)  # TYPE_CHECKING
+    assert "mdcron.crontab_line" in imports("mdcron.doctor", module_level=False)  # in functions
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
