@@ -3,7 +3,7 @@
 
 import sys
 
-from mdcron.cli import main
+from mdcron.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

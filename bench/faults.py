@@ -42,7 +42,7 @@ def fuzz(count: int) -> f.Tally:
     from hypothesis import HealthCheck, given, settings
     from test_fault_input import check_one, task_files
 
-    from mdcron.config import Config
+    from mdcron.settings.config import Config
 
     tally = f.Tally("fuzzed task files (hypothesis)")
     folder = Path(tempfile.mkdtemp(prefix="mdcron-fuzz-"))

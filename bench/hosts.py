@@ -36,7 +36,7 @@ SLOTS, PER_SLOT, HOSTS = 20, 100, ("a", "b", "c")
 CLAIMER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from mdcron.store import Owner, Store
+from mdcron.state.store import Owner, Store
 url, host = sys.argv[2], sys.argv[3]
 slots, per, start = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 path, first = sys.argv[7], float(sys.argv[8])

@@ -406,7 +406,8 @@ def pg_rows(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> list[Row]:
             claims.samples.append(Sample(wall_ms=won / rate * 1000.0, rss_kib=0, rc=0,
                                          stdout="", stderr="", epoch=t0))
             log(f"  claims run {i + 1}/{runs}: {rate:.0f}/s")
-        rate = claims.n / (claims.median / 1000.0) if claims.median else 0.0  # type: ignore[operator]
+        # type: ignore[operator]
+        rate = claims.n / (claims.median / 1000.0) if claims.median else 0.0
         claims.verdict = f"{'meets' if rate >= CLAIMS_GOAL else 'misses'}: {rate:.0f}/s"
     except SystemExit as exc:  # a claim won twice or never: the row failed
         claims.failures.append(str(exc))

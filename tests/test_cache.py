@@ -21,14 +21,15 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SCHEDULER, render_task, run_cli
 
-from mdcron import cache, fastpath
-from mdcron.clock import Clock
-from mdcron.config import load_config
-from mdcron.observe import observe
-from mdcron.store import Store
-from mdcron.task import find_duplicate_ids
-from mdcron.taskfile import load_task_file, parse_task_text
-from mdcron.tick import plan, run_tick
+from mdcron.core.clock import Clock
+from mdcron.run.tick import plan, run_tick
+from mdcron.schedule import cache
+from mdcron.schedule.observe import observe
+from mdcron.settings.config import load_config
+from mdcron.state import idle as fastpath
+from mdcron.state.store import Store
+from mdcron.tasks.task import find_duplicate_ids
+from mdcron.tasks.taskfile import load_task_file, parse_task_text
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # a Monday
 SATURDAY = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
@@ -371,9 +372,9 @@ def test_list_through_the_cache_shows_what_it_showed(home, write_task, cli):
 
 PROBE = """
 import sys
-from mdcron.cli import main
+from mdcron.cli.main import main
 code = main(sys.argv[1:])
-watch = ("mdcron.tick", "mdcron.cache", "yaml", "frontmatter", "croniter", "dateutil",
+watch = ("mdcron.run.tick", "mdcron.schedule.cache", "yaml", "frontmatter", "croniter", "dateutil",
          "portalocker", "concurrent.futures", "rich", "anthropic", "apprise", "argparse")
 print("PROBE", code, ",".join(m for m in watch if m in sys.modules))
 """
@@ -409,7 +410,7 @@ def test_idle_tick_imports_nothing_heavy(home, write_task):
     db.close()
     code, mods, output = probe(home, "tick", "--now", SATURDAY.isoformat())
     assert (code, output) == (0, "")
-    assert mods == {"mdcron.tick", "mdcron.cache", "argparse"}
+    assert mods == {"mdcron.run.tick", "mdcron.schedule.cache", "argparse"}
 
 
 def _running_row(db):
@@ -426,7 +427,7 @@ def test_idle_tick_declines_whenever_the_full_tick_has_work(home, write_task):
     for i in range(3):
         write_task(f"job{i}", schedule=f"{i} 6 * * 1-5", command="true")
     assert run_cli(home, "tick", "--now", SATURDAY.isoformat()).returncode == 0
-    assert "mdcron.tick" in probe(home, "tick", "--now", SATURDAY.isoformat())[1]  # racy rows
+    assert "mdcron.run.tick" in probe(home, "tick", "--now", SATURDAY.isoformat())[1]  # racy rows
     warm_home(home, write_task)
     cases = [
         ("running row", _running_row),
@@ -454,7 +455,7 @@ def test_idle_tick_declines_whenever_the_full_tick_has_work(home, write_task):
         damage(db)
         db.close()
         code, mods, output = probe(home, "tick", "--now", SATURDAY.isoformat())
-        assert "mdcron.tick" in mods, name
+        assert "mdcron.run.tick" in mods, name
         assert code == 0, (name, output)  # the full tick: nothing due, nothing wrong
         for suffix in ("-wal", "-shm"):  # back to the warm state for the next case
             Path(str(path) + suffix).unlink(missing_ok=True)
@@ -474,7 +475,7 @@ def test_idle_tick_sees_edits_config_zone_and_outside_paths(home, write_task):
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     later = (SATURDAY + timedelta(minutes=1)).isoformat()
     code, mods, output = probe(home, "tick", "--now", later)
-    assert code == 0 and "flip: success" in output and "mdcron.tick" in mods
+    assert code == 0 and "flip: success" in output and "mdcron.run.tick" in mods
     age(home)
     # the system zone: a task without a zone follows $TZ
     write_task("local", schedule="0 6 * * *", command="echo local")
@@ -489,12 +490,12 @@ def test_idle_tick_sees_edits_config_zone_and_outside_paths(home, write_task):
     (home / "scheduler.yaml").write_text("heartbeat_url: http://127.0.0.1:9/ping\n")
     at = monday.replace(hour=7).isoformat()
     env = {"TZ": "UTC"}
-    assert "mdcron.tick" in probe(home, "tick", "--now", at, env=env)[1]
+    assert "mdcron.run.tick" in probe(home, "tick", "--now", at, env=env)[1]
     age(home)
     code, mods, output = probe(home, "tick", "--now", at, env=env)
     assert mods == set() and "heartbeat (http://…)" in output  # port 9: refused, reported
     (home / "scheduler.yaml").write_text("max_parallel: 2\n")
-    assert "mdcron.tick" in probe(home, "tick", "--now", at, env=env)[1]
+    assert "mdcron.run.tick" in probe(home, "tick", "--now", at, env=env)[1]
     age(home)
     assert probe(home, "tick", "--now", at, env=env)[1] == set()
     # a script that disappears makes its task invalid, cache or not
@@ -519,7 +520,7 @@ def test_idle_dry_run_prints_what_the_full_dry_run_prints(home, write_task):
     assert list(db.iterdump()) == before
     db.execute("DELETE FROM task_cache")
     code, mods, full = probe(home, "tick", "--dry-run", "--now", now)
-    assert (code, full) == (0, fast) and "mdcron.tick" in mods
+    assert (code, full) == (0, fast) and "mdcron.run.tick" in mods
     assert list(db.iterdump()) != before  # (only the rows deleted above)
     db.close()
 

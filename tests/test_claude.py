@@ -13,7 +13,7 @@ import fake_anthropic
 import pytest
 from conftest import REPO
 
-from mdcron.claude import (
+from mdcron.claude.client import (
     DEFAULT_MODEL,
     ClaudeConfig,
     TemplateError,
@@ -22,9 +22,9 @@ from mdcron.claude import (
     render_template,
     run_claude_task,
 )
-from mdcron.config import Config
-from mdcron.outcome import Outcome
-from mdcron.task import Task
+from mdcron.core.outcome import Outcome
+from mdcron.settings.config import Config
+from mdcron.tasks.task import Task
 
 fake_claude = fake_anthropic.fake_claude  # the fixture
 
@@ -184,8 +184,8 @@ def test_templates_fail_clearly(home, config):
 
 def test_shipped_templates_render(config):
     shipped = Config(home=REPO)
-    from mdcron.comments import TEMPLATE as COMMENTS
-    from mdcron.heal import _PLACEHOLDERS, TEMPLATE
+    from mdcron.claude.comments import TEMPLATE as COMMENTS
+    from mdcron.selfheal.healer import _PLACEHOLDERS, TEMPLATE
 
     assert "$" not in render_template(shipped, TEMPLATE, {k: "" for k in _PLACEHOLDERS})
     values = dict.fromkeys(("task_id", "task_file", "task_text", "comments", "now"), "")
@@ -193,8 +193,9 @@ def test_shipped_templates_render(config):
 
 
 def test_importing_the_claude_modules_does_not_load_the_sdk():
-    probe = ("import sys, json; import mdcron.claude, mdcron.heal, mdcron.heal_tools, "
-             "mdcron.comments; print(json.dumps('anthropic' in sys.modules))")
+    probe = ("import sys, json; import mdcron.claude.client, mdcron.selfheal.healer, "
+             "mdcron.selfheal.tools, mdcron.claude.comments; "
+             "print(json.dumps('anthropic' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
                          text=True, check=True)
     assert json.loads(out.stdout) is False

@@ -11,10 +11,10 @@ import pytest
 from conftest import REPO
 from fake_anthropic import tool_use
 
-from mdcron.comments import add_comment, check_comments, thread, unread
-from mdcron.config import Config, load_config
-from mdcron.store import state_store
-from mdcron.taskfile import load_task_file
+from mdcron.claude.comments import add_comment, check_comments, thread, unread
+from mdcron.settings.config import Config, load_config
+from mdcron.state.store import state_store
+from mdcron.tasks.taskfile import load_task_file
 
 fake_claude = fake_anthropic.fake_claude  # the fixture
 

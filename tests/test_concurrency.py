@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import SCHEDULER, run_cli
 
-from mdcron.runner import group_alive
+from mdcron.run.process import group_alive
 
 NOW = "2026-11-23T10:00:00+00:00"
 BEFORE = "2026-11-23T09:59:00+00:00"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.claude_settings import ClaudeConfig
-from mdcron.config import Config, ConfigError, load_config
-from mdcron.ladder import reload_task
-from mdcron.notify_config import NotifyConfig
-from mdcron.problems import unknown_key
-from mdcron.taskfile import load_task_file
-from mdcron.units import whole_number
+from mdcron.core.problems import unknown_key
+from mdcron.core.units import whole_number
+from mdcron.run.ladder import reload_task
+from mdcron.settings.claude import ClaudeConfig
+from mdcron.settings.config import Config, ConfigError, load_config
+from mdcron.settings.notify import NotifyConfig
+from mdcron.tasks.taskfile import load_task_file
 
 
 def write_config(home: Path, text: str) -> None:

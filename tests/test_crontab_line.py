@@ -8,8 +8,8 @@ from pathlib import Path
 
 from conftest import REPO
 
-from mdcron import crontab_line
-from mdcron.doctor import judge_crontab
+from mdcron.cli import crontab_line
+from mdcron.cli.doctor import judge_crontab
 
 README_LINE = crontab_line.render("/path/to/mdcron", ".venv/bin/python")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import SCHEDULER, run_cli
 
-from mdcron.daemon import JUMP, MAX_NAP, Planner, format_line, minute_of, nap
+from mdcron.cli.daemon import JUMP, MAX_NAP, Planner, format_line, minute_of, nap
 
 T0 = 1_800_000_000.0 - (1_800_000_000.0 % 60)  # a minute boundary
 

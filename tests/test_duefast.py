@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cache import age, checked_tick, db_of
 
-from mdcron.cache import PLAIN_LATE, plain_due
+from mdcron.schedule.cache import PLAIN_LATE, plain_due
 
 SCHEDULES = ["* * * * *", "*/2 * * * *", "*/5 * * * *", "0 * * * *", "30 1 * * *",
              "0 2 * * *", "15 3 * * 0", "@every 7m", "@every 1h", "@hourly",
@@ -70,10 +70,10 @@ import sys
 seen = []
 def hook(event, args):
     if event == "subprocess.Popen" and not seen:
-        seen.append([m for m in ("croniter", "dateutil", "portalocker", "mdcron.schedule",
-                                 "mdcron.aftermath") if m in sys.modules])
+        seen.append([m for m in ("croniter", "dateutil", "portalocker", "mdcron.core.cron",
+                                 "mdcron.alerts.after_run") if m in sys.modules])
 sys.addaudithook(hook)
-from mdcron.cli import main
+from mdcron.cli.main import main
 code = main(sys.argv[1:])
 print("SPAWN", code, __import__("json").dumps(seen[0] if seen else None))
 """
@@ -118,7 +118,7 @@ import sys, platform
 spawned = []
 sys.addaudithook(lambda e, a: spawned.append(a[1]) if e == "subprocess.Popen" else None)
 from datetime import UTC, datetime
-from mdcron.schedule import parse_schedule
+from mdcron.core.cron import parse_schedule
 fire = parse_schedule("*/5 * * * *", UTC).next_after(datetime(2026, 1, 1, tzinfo=UTC))
 c = sys.modules["croniter.croniter"]
 print(fire.isoformat(), spawned, c.OVERFLOW32B_MODE, platform.architecture.__module__)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.environment import bypasses_claude_isolation, task_environment
-from mdcron.runner import CommandSpec, run_command
-from mdcron.task import Task
+from mdcron.run.environment import bypasses_claude_isolation, task_environment
+from mdcron.run.process import CommandSpec, run_command
+from mdcron.tasks.task import Task
 
 SECRETS = ("ANTHROPIC_API_KEY", "*_TOKEN", "PUSHOVER_KEY")
 BASE = {

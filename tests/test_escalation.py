@@ -2,7 +2,7 @@
 
 import pytest
 
-from mdcron.escalation import LadderState, Step, ladder_budget, next_step
+from mdcron.run.escalation_policy import LadderState, Step, ladder_budget, next_step
 
 
 def step(**kw):

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mdcron.frontmatter_edit import EditError, edit_task_file, render_value, set_keys, write_atomic
+from mdcron.tasks.frontmatter_edit import (
+    EditError,
+    edit_task_file,
+    render_value,
+    set_keys,
+    write_atomic,
+)
 
 MESSY = """\
 ---

@@ -15,18 +15,18 @@ import pytest
 from conftest import REPO
 from fake_anthropic import Reply, message, tool_use
 
-from mdcron.clock import Clock, to_dt
-from mdcron.config import Config, load_config
-from mdcron.heal import (
+from mdcron.core.clock import Clock, to_dt
+from mdcron.core.outcome import Outcome, RunResult
+from mdcron.selfheal.healer import (
     ClaudeHealer,
     RevertError,
     heal_history,
     revert_heal,
 )
-from mdcron.heal_tools import PACKAGE_DIR, Refused, Sandbox, glob_regex
-from mdcron.outcome import Outcome, RunResult
-from mdcron.store import Store
-from mdcron.taskfile import load_task_file
+from mdcron.selfheal.tools import PACKAGE_DIR, Refused, Sandbox, glob_regex
+from mdcron.settings.config import Config, load_config
+from mdcron.state.store import Store
+from mdcron.tasks.taskfile import load_task_file
 
 fake_claude = fake_anthropic.fake_claude  # the fixture
 
@@ -345,7 +345,7 @@ def test_guard_also_refuses_the_real_scheduler_layout(setup):
     repo_config = Config(home=REPO)
     task = load(config)
     sandbox = Sandbox(repo_config, task, REPO / "logs" / "unused", 1000)
-    for path in ("mdcron/heal.py", "scheduler.py", "prompts/self-heal.txt", "logs/x",
+    for path in ("mdcron/selfheal/healer.py", "scheduler.py", "prompts/self-heal.txt", "logs/x",
                  "state/mdcron.db", ".git/config", ".venv/bin/python"):
         with pytest.raises(Refused):
             sandbox.check_write(path)

@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mdcron.envref import SCHEME
-from mdcron.heartbeat import ping, plain_url, with_fail
-from mdcron.urlscheme import scheme_of
+from mdcron.alerts.heartbeat import ping, plain_url, with_fail
+from mdcron.core.envref import SCHEME
+from mdcron.core.urlscheme import scheme_of
 from tests.http_sink import HttpSink, http_sink_fixture  # noqa: F401
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ def test_direct_ping_reports_status_and_refusal_masked(http_sink: HttpSink):
 def test_a_proxy_in_the_environment_goes_through_urllib(http_sink: HttpSink):
     # the sink plays the proxy: urllib sends it the absolute URL; a direct GET would not
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; from mdcron.heartbeat import ping;"
+        [sys.executable, "-c", "import sys; from mdcron.alerts.heartbeat import ping;"
          " print(ping('http://heartbeat.invalid/ping', False, {}))"],
         cwd=REPO, capture_output=True, text=True, timeout=30,
         env={"http_proxy": http_sink.url(), "no_proxy": "", "PATH": "/usr/bin:/bin"})
@@ -76,7 +76,7 @@ def test_scheme_of_agrees_with_the_scheme_pattern():
 
 
 def test_a_plain_ping_imports_neither_urllib_request_nor_http_client(http_sink: HttpSink):
-    code = ("import sys; from mdcron.heartbeat import ping;"
+    code = ("import sys; from mdcron.alerts.heartbeat import ping;"
             f" assert ping({http_sink.url('/p')!r}, False, {{}}) is None;"
             " print(sorted(m for m in ('urllib.request', 'http.client', 'ssl', 're')"
             " if m in sys.modules))")

@@ -15,7 +15,7 @@ import pytest
 from conftest import SCHEDULER, render_task, run_cli
 from test_cache import age
 
-from mdcron.schema import SCHEMA_VERSION
+from mdcron.state.schema import SCHEMA_VERSION
 
 BEFORE = "2026-11-23T09:59:00+00:00"
 NOW = "2026-11-23T10:00:00+00:00"
@@ -300,8 +300,8 @@ def test_a_killed_tick_loses_its_lease_and_its_host_kills_the_stale_run_when_bac
     overwrites nothing."""
     import signal
 
-    from mdcron.locks import read_info
-    from mdcron.runner import group_alive
+    from mdcron.run.locks import read_info
+    from mdcron.run.process import group_alive
 
     a, b, marks = lease_homes(tmp_path, pg_url)
     tick_a = start_tick(a, NOW)
@@ -391,8 +391,8 @@ def test_state_copy_needs_a_postgresql_url(home, cli):
 def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url, tmp_path):
     """a's ladder suspends the task (a's file says enabled: false); b's copy still says
     enabled: true, yet b does not run it, until b's file is edited after the suspension."""
-    from mdcron.config import load_config
-    from mdcron.store import state_store
+    from mdcron.settings.config import load_config
+    from mdcron.state.store import state_store
 
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -429,7 +429,7 @@ def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url
 @pytest.mark.parametrize("offset, refused", [(0.0, False), (29.9, False), (-29.9, False),
                                              (30.5, True), (-300.0, True)])
 def test_skew_refusal_is_judged_against_the_allowance(offset, refused):
-    from mdcron.hostlease import skew_refusal
+    from mdcron.hosts.peers import skew_refusal
 
     reason = skew_refusal(offset, 30.0, "web1")
     assert (reason is not None) is refused
@@ -457,7 +457,7 @@ def test_a_host_whose_clock_is_off_claims_nothing_and_alerts(pg_url, tmp_path, h
 
 IDLE_PROBE = """
 import sys
-from mdcron.cli import main
+from mdcron.cli.main import main
 code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
 print("CODE", code, "PSYCOPG", "psycopg" in sys.modules)
 """
@@ -502,7 +502,7 @@ def test_the_idle_tick_declines_another_database_or_a_clock_too_far_off(pg_url, 
     assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
     age(a)
     assert probe_tick(a, "2026-11-23T09:59:20+00:00") == "CODE 0 PSYCOPG False"
-    from mdcron.store import Store
+    from mdcron.state.store import Store
 
     with Store(a / "state" / "mdcron.db") as local:  # as if the copy were of another database
         local.set_meta("pg_url", "0" * 64)
@@ -529,7 +529,7 @@ def test_the_idle_tick_declines_another_database_or_a_clock_too_far_off(pg_url, 
     ("+state_url:\n  postgresql://u@h/db\n", {}, None),  # not this simple: the full tick
 ])
 def test_the_idle_tick_finds_the_url_as_config_does(text, env, expected, monkeypatch):
-    from mdcron.pgidle import state_url
+    from mdcron.state.pgidle import state_url
 
     for name in ("MDCRON_STATE_URL", "PGI_PW", "PGI_UNSET"):
         monkeypatch.delenv(name, raising=False)
@@ -553,8 +553,8 @@ FORMS = [  # scheduler.yaml texts; PG_URL=postgresql://u:p@h/db, PGI_PW=s3cret
 def test_the_idle_tick_reads_state_url_as_config_does_or_not_at_all(text, tmp_path,
                                                                     monkeypatch):
     """The oracle is config.load_config: the idle tick's URL is the same, or None (full tick)."""
-    from mdcron.config import load_config
-    from mdcron.pgidle import state_url
+    from mdcron.settings.config import load_config
+    from mdcron.state.pgidle import state_url
 
     monkeypatch.delenv("MDCRON_STATE_URL", raising=False)
     monkeypatch.setenv("PG_URL", "postgresql://u:p@h/db")
@@ -746,7 +746,7 @@ def test_a_task_for_another_host_keeps_a_single_host_idle(home, write_task):
     code, mods, output = probe(home, "tick", "--now", "2026-11-23T10:01:00+00:00")
     assert (code, mods, output) == (0, set(), "")
     code, mods, _ = probe(home, "tick", "--now", "2026-11-23T10:02:00+00:00", "--dry-run")
-    assert "mdcron.tick" in mods  # a dry run plans it: the full path says so
+    assert "mdcron.run.tick" in mods  # a dry run plans it: the full path says so
     assert history(home) == []
 
 

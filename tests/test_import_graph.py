@@ -114,11 +114,14 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_walker_sees_what_it_must():
-    assert "mdcron.store" in imports("mdcron.tick", module_level=True)
-    assert "mdcron.cache" not in imports("mdcron.tick", module_level=True)  # inside run_tick
-    assert "mdcron.cache" in imports("mdcron.tick", module_level=False)
-    assert "mdcron.crontab_line" not in imports("mdcron.doctor", module_level=True)  # TYPE_CHECKING
-    assert "mdcron.crontab_line" in imports("mdcron.doctor", module_level=False)  # in functions
+    assert "mdcron.state.store" in imports("mdcron.run.tick", module_level=True)
+    # inside run_tick:
+    assert "mdcron.schedule.cache" not in imports("mdcron.run.tick", module_level=True)
+    assert "mdcron.schedule.cache" in imports("mdcron.run.tick", module_level=False)
+    # TYPE_CHECKING
+    assert "mdcron.cli.crontab_line" not in imports("mdcron.cli.doctor", module_level=True)
+    # in functions
+    assert "mdcron.cli.crontab_line" in imports("mdcron.cli.doctor", module_level=False)
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

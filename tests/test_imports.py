@@ -7,11 +7,11 @@ from conftest import REPO
 
 PROBE = """
 import sys
-from mdcron.cli import main
+from mdcron.cli.main import main
 code = main(["--home", sys.argv[1], "tick", "--now", "2026-11-23T10:00:00+00:00"])
 heavy = sorted(m for m in ("anthropic", "rich", "apprise", "httpx", "starlette", "uvicorn",
                             "jinja2", "markdown_it", "playwright", "mdcron.web", "psycopg",
-                            "mdcron.pgstate")
+                            "mdcron.state.pgstate")
                if m in sys.modules)
 print("HEAVY", heavy)
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.incidents import (
+from mdcron.alerts.incidents import (
     get_incident,
     list_incidents,
     open_or_bump,
@@ -17,7 +17,7 @@ from mdcron.incidents import (
     resolve_for_task,
     run_incident_command,
 )
-from mdcron.store import Store
+from mdcron.state.store import Store
 
 T0 = 1_795_000_000.0
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import SCHEDULER
 
-from mdcron import crontab_line
-from mdcron.install import MARKER, InstallError, add_cron_line, remove_cron_line
+from mdcron.cli import crontab_line
+from mdcron.cli.install import MARKER, InstallError, add_cron_line, remove_cron_line
 
 SPOOL = Path("/var/spool/cron/crontabs")
 OTHER = "MAILTO=me\n# my backups\n0 3 * * * /usr/local/bin/backup --all  # keep\n"

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.clock import Clock
-from mdcron.config import load_config
-from mdcron.healing import HealRecord
-from mdcron.store import state_store
-from mdcron.task import Task
-from mdcron.tick import run_tick
+from mdcron.core.clock import Clock
+from mdcron.run.heal_protocol import HealRecord
+from mdcron.run.tick import run_tick
+from mdcron.settings.config import load_config
+from mdcron.state.store import state_store
+from mdcron.tasks.task import Task
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 

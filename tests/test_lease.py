@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from mdcron.clock import minute_floor
-from mdcron.lease import FencedOff, acquire, release, renew
-from mdcron.outcome import Outcome, RunResult
-from mdcron.store import SCHEMA_VERSION, Owner, Store
+from mdcron.core.clock import minute_floor
+from mdcron.core.outcome import Outcome, RunResult
+from mdcron.hosts.lease import FencedOff, acquire, release, renew
+from mdcron.state.store import SCHEMA_VERSION, Owner, Store
 
 NOW = minute_floor(1_795_000_000.0)
 OWNER = Owner(pid=4242, start=1, boot="boot")
@@ -75,7 +75,7 @@ def test_an_existing_postgresql_database_at_version_5_gains_the_lease_table(pg_u
     """A database a PostgreSQL mdcron of schema 5 created is upgraded in place."""
     import psycopg
 
-    from mdcron.schema import PG_SCHEMA, PG_SCHEMA_VERSION
+    from mdcron.state.schema import PG_SCHEMA, PG_SCHEMA_VERSION
 
     assert PG_SCHEMA_VERSION == 5 < SCHEMA_VERSION
     with psycopg.connect(pg_url, autocommit=True) as conn:

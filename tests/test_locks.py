@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mdcron import locks
+from mdcron.run import locks
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not locks.FLOCK_DIRECT, reason="fcntl path is Linux only")
@@ -28,7 +28,7 @@ if how == "portalocker":
     except portalocker.exceptions.LockException:
         ok = False
 else:
-    from mdcron.locks import TaskLock
+    from mdcron.run.locks import TaskLock
     lock = TaskLock(Path(path))
     ok = lock.try_acquire()
     assert "portalocker" not in sys.modules

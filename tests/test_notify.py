@@ -15,10 +15,10 @@ import pytest
 from conftest import REPO
 from http_sink import HttpSink, http_sink_fixture  # noqa: F401  (the `http_sink` fixture)
 
-from mdcron.config import load_config
-from mdcron.notify import Alert, backoff, enqueue, flush, heartbeat, mask
-from mdcron.notify_config import NotifyConfig, QuietHours, parse_notify_config
-from mdcron.store import Store
+from mdcron.alerts.notify import Alert, backoff, enqueue, flush, heartbeat, mask
+from mdcron.settings.config import load_config
+from mdcron.settings.notify import NotifyConfig, QuietHours, parse_notify_config
+from mdcron.state.store import Store
 
 ZONE = ZoneInfo("Europe/Riga")
 SECRET = "s3cr3t-Token-0123456789"
@@ -44,7 +44,8 @@ def store(tmp_path: Path, state_url: str | None):  # both back ends (issue 11)
 
 
 def fail(task: str = "backup", kind: str = "failure", **kw: object) -> Alert:
-    return Alert(kind, task, f"{task}: {kind}", f"{task} went wrong\nexit 2", **kw)  # type: ignore[arg-type]
+    # type: ignore[arg-type]
+    return Alert(kind, task, f"{task}: {kind}", f"{task} went wrong\nexit 2", **kw)
 
 
 def rows(store: Store) -> list[dict]:
@@ -108,7 +109,7 @@ def test_parse_config_problems_name_key_and_fix():
 
 
 def test_import_does_not_load_apprise():
-    probe = ("import sys, mdcron.notify, mdcron.notify_config, mdcron.incidents;"
+    probe = ("import sys, mdcron.alerts.notify, mdcron.settings.notify, mdcron.alerts.incidents;"
              " print('apprise' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
@@ -203,9 +204,9 @@ def test_apprise_logs_never_reach_configured_logging(tmp_path: Path, http_sink: 
 import logging, sys
 logging.basicConfig(level=logging.DEBUG)
 from pathlib import Path
-from mdcron.notify import Alert, enqueue, flush
-from mdcron.notify_config import parse_notify_config
-from mdcron.store import Store
+from mdcron.alerts.notify import Alert, enqueue, flush
+from mdcron.settings.notify import parse_notify_config
+from mdcron.state.store import Store
 url = "json://127.0.0.1:{http_sink.port}/${{SINK_TOKEN}}/hook"
 cfg, _ = parse_notify_config({{"notify": {{"destinations": {{"ops": url}}}}}}, Path("x"), {{}})
 with Store(Path(sys.argv[1])) as store:

@@ -11,9 +11,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mdcron.clock import minute_floor
-from mdcron.observe import observe
-from mdcron.store import Store
+from mdcron.core.clock import minute_floor
+from mdcron.schedule.observe import observe
+from mdcron.state.store import Store
 
 T0 = 1_795_000_000.0
 

@@ -7,7 +7,7 @@ import sqlite3
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from mdcron.once_per import period_start, skip_reason
+from mdcron.schedule.once_per import period_start, skip_reason
 
 
 def rows(home, task_id):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.config import Config
-from mdcron.paths import PathError, resolve_inside, script_path, task_cwd
-from mdcron.task import Task
+from mdcron.settings.config import Config
+from mdcron.tasks.paths import PathError, resolve_inside, script_path, task_cwd
+from mdcron.tasks.task import Task
 
 
 @pytest.fixture

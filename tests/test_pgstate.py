@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from mdcron.clock import minute_floor
-from mdcron.outcome import Outcome, RunResult
-from mdcron.pgstate import translate
-from mdcron.store import SCHEMA_VERSION, Owner, Store
+from mdcron.core.clock import minute_floor
+from mdcron.core.outcome import Outcome, RunResult
+from mdcron.state.pgstate import translate
+from mdcron.state.store import SCHEMA_VERSION, Owner, Store
 
 NOW = minute_floor(1_795_000_000.0)
 OWNER = Owner(pid=4242, start=1, boot="boot")
@@ -86,7 +86,7 @@ OPENER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from mdcron.store import Store
+from mdcron.state.store import Store
 start = float(sys.argv[3])
 while time.time() < start:
     time.sleep(0.001)
@@ -136,7 +136,7 @@ def test_a_suspension_is_recorded_and_enabling_clears_it(store):
 
 
 def test_the_spool_never_overwrites_a_row_closed_meanwhile(store, tmp_path):
-    from mdcron.spool import add, replay
+    from mdcron.state.spool import add, replay
 
     store.observe([("a", True, "/t/a.md")], NOW)
     won = store.claim_slots([("a", NOW, None, "/t/a.md")], NOW, OWNER)

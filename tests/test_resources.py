@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import SCHEDULER, run_cli
 
-from mdcron.config import load_config
-from mdcron.locks import TaskLock
-from mdcron.resources import holders, unit_path
+from mdcron.run.locks import TaskLock
+from mdcron.run.resources import holders, unit_path
+from mdcron.settings.config import load_config
 
 NOW = "2026-11-23T09:00:00+00:00"
 BEFORE = "2026-11-23T08:59:00+00:00"

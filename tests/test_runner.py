@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.outcome import Outcome
-from mdcron.runner import (
+from mdcron.core.outcome import Outcome
+from mdcron.run.process import (
     CommandSpec,
     RunnerError,
     command_argv,
     kill_process_group,
     run_command,
 )
-from mdcron.task import Task
+from mdcron.tasks.task import Task
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -243,7 +243,7 @@ def test_memory_stays_bounded_for_a_gigabyte_of_output(tmp_path):
     script = (
         "import resource, sys\n"
         "from pathlib import Path\n"
-        "from mdcron.runner import CommandSpec, run_command\n"
+        "from mdcron.run.process import CommandSpec, run_command\n"
         "tmp = Path(sys.argv[1]); n = int(sys.argv[2])\n"
         "spec = CommandSpec(['/bin/sh', '-c', f'head -c {n} /dev/zero'], tmp, {}, 60)\n"
         "r = run_command(spec, log_path=tmp / 'big.log', max_log_bytes=1 << 20,"
@@ -266,7 +266,7 @@ def test_log_write_failure_still_returns_a_result(tmp_path):
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from mdcron.runner import CommandSpec, run_command\n"
+        "from mdcron.run.process import CommandSpec, run_command\n"
         "tmp = Path(sys.argv[1])\n"
         "cmd = \"head -c 200000 /dev/zero | tr '\\\\0' x; echo; echo done\"\n"
         "spec = CommandSpec(['/bin/sh', '-c', cmd], tmp, {'PATH': '/usr/bin:/bin'}, 30)\n"

@@ -23,7 +23,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mdcron.schedule import (
+from mdcron.core.cron import (
     Decision,
     ScheduleError,
     decide,
@@ -376,7 +376,7 @@ def _python(code: str, **env: str) -> str:
 
 
 def test_resolve_zone_system() -> None:
-    code = "from mdcron.schedule import resolve_zone; print(resolve_zone(None))"
+    code = "from mdcron.core.cron import resolve_zone; print(resolve_zone(None))"
     assert _python(code, TZ=":Europe/Riga") == "Europe/Riga"
     assert _python(code, TZ="America/New_York") == "America/New_York"
     fallback = _python(code, TZ="Not/AZone")  # falls through to /etc/localtime and friends
@@ -385,9 +385,10 @@ def test_resolve_zone_system() -> None:
 
 
 def test_import_does_not_load_croniter_or_dateutil() -> None:
-    code = ("import mdcron.schedule, sys; "
+    code = ("import mdcron.core.cron, sys; "
             "assert 'croniter' not in sys.modules and 'dateutil' not in sys.modules; "
-            "s = mdcron.schedule.parse_schedule('@every 5m', mdcron.schedule.resolve_zone('UTC'));"
+            "from mdcron.core.cron import parse_schedule, resolve_zone; "
+            "s = parse_schedule('@every 5m', resolve_zone('UTC'));"
             "assert 'croniter' not in sys.modules; print('ok')")
     assert _python(code) == "ok"
 

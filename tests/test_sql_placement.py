@@ -15,19 +15,10 @@ PACKAGE = REPO / "mdcron"
 SQL = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|PRAGMA)\s")
 
 ALLOWED = {
-    # the connection owner: opening, BEGIN IMMEDIATE, PRAGMA user_version, migrations
-    # (moves into state/ with the folder moves)
-    "store.py": "connection, transactions and migrations",
-    "schema.py": "the schema itself (DDL for SQLite and PostgreSQL)",
-    "pgstate.py": "PostgreSQL's connection: the translation and its catalog queries",
-    # the idle tick reads the state with the stdlib only, before anything else is imported
-    "fastpath.py": "the idle fast path: stdlib-only SQL for speed",
-    "pgidle.py": "the idle fast path with PostgreSQL: its one query and the local mirror",
-    # issue 11's leases are being rewritten in parallel; their SQL moves afterwards
-    "hostlease.py": "host leases (rewritten in parallel, issue 11)",
-    "hostfiles.py": "each host's file copies (rewritten in parallel, issue 11)",
-    # landed from issue 11 while the state package was built: the next to move into state/
-    "lease.py": "per-task leases, fences and the database's clock (issue 11)",
+    # issue 11's host modules: the next to move into state/ (a table module each)
+    "hosts/peers.py": "suspensions and clock checks across hosts (issue 11)",
+    "hosts/files.py": "each host's file copies and last tick (issue 11)",
+    "hosts/lease.py": "per-task leases, fences and the database's clock (issue 11)",
     "web/hosts.py": "the Health page's hosts table (issue 11)",
 }
 

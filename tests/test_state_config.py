@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from mdcron.config import ConfigError, load_config
-from mdcron.environment import task_environment
-from mdcron.state_url import default_host, mask
-from mdcron.task import Task
+from mdcron.run.environment import task_environment
+from mdcron.settings.config import ConfigError, load_config
+from mdcron.settings.state_url import default_host, mask
+from mdcron.tasks.task import Task
 
 SECRET = "s3cr3t-pw"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 
 from mdcron.state.protocol import State
-from mdcron.store import Store
+from mdcron.state.store import Store
 
 
 def members(cls: type) -> dict[str, object]:

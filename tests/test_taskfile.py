@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mdcron.cache import load_task_set
-from mdcron.config import Config
-from mdcron.problems import Problem
-from mdcron.task import CATCHUP_ALWAYS, CATCHUP_NEVER, Task
-from mdcron.taskfile import (
+from mdcron.core.problems import Problem
+from mdcron.schedule.cache import load_task_set
+from mdcron.settings.config import Config
+from mdcron.tasks.task import CATCHUP_ALWAYS, CATCHUP_NEVER, Task
+from mdcron.tasks.taskfile import (
     KNOWN_KEYS,
     MAX_BYTES,
     load_task_file,
@@ -240,7 +240,7 @@ def test_problem_names_key_line_and_fix(lines, key, start, fix, config, home) ->
 
 
 def test_bad_cron_includes_the_schedule_error_text(config: Config, home: Path) -> None:
-    from mdcron.schedule import ScheduleError, parse_schedule, resolve_zone
+    from mdcron.core.cron import ScheduleError, parse_schedule, resolve_zone
 
     with pytest.raises(ScheduleError) as raised:
         parse_schedule("61 * * * *", resolve_zone("UTC"))

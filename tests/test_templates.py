@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
-from mdcron.config import Config
-from mdcron.templates import (
+from mdcron.claude.templates import (
     PLACEHOLDERS,
     SHIPPED_DIR,
     TemplateError,
@@ -14,6 +13,7 @@ from mdcron.templates import (
     render_text,
     template_source,
 )
+from mdcron.settings.config import Config
 
 
 def test_the_example_prompts_are_the_shipped_ones():

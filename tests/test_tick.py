@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from mdcron.clock import Clock
-from mdcron.config import load_config
-from mdcron.store import state_store
-from mdcron.tick import run_tick
+from mdcron.core.clock import Clock
+from mdcron.run.tick import run_tick
+from mdcron.settings.config import load_config
+from mdcron.state.store import state_store
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)  # a Monday
 

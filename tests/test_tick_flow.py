@@ -82,7 +82,7 @@ def test_every_tick_line_has_time_and_tick_id(home, write_task, cli):
 
 
 def test_json_log_lines():
-    from mdcron.ticklog import format_line
+    from mdcron.run.ticklog import format_line
 
     line = json.loads(format_line("ok: success in 1s", tick="t7", ts=0.0, fmt="json"))
     assert line["task"] == "ok" and line["tick"] == "t7" and line["level"] == "info"

@@ -12,9 +12,9 @@ from pathlib import Path
 from conftest import REPO, run_cli
 from fake_anthropic import tool_use
 
-from mdcron.clock import Clock
-from mdcron.config import load_config
-from mdcron.tick import run_tick
+from mdcron.core.clock import Clock
+from mdcron.run.tick import run_tick
+from mdcron.settings.config import load_config
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 
@@ -185,8 +185,8 @@ def test_manual_run_alerts_like_a_scheduled_one(home, write_task, http_sink, cli
 
 
 def test_heal_backups_age_out_with_the_runs(home, write_task, http_sink, fake_claude):
-    from mdcron.heal import RevertError, revert_heal
-    from mdcron.store import Store
+    from mdcron.selfheal.healer import RevertError, revert_heal
+    from mdcron.state.store import Store
 
     setup_home(home, http_sink)
     (home / "scripts").mkdir()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from ..outcome import Outcome, RunResult
+from ..core.outcome import Outcome, RunResult
 from .heals import AppliedHeal, HealRow
 from .outbox import Claimed, Due
 from .runs import Owner, RunFilter, RunRow, SlotRow

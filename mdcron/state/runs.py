@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..outcome import Outcome, RunResult
+from ..core.outcome import Outcome, RunResult
 from .db import Tables, marks
 
 RunRow = dict[str, object]

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..clock import minute_floor
+from ..core.clock import minute_floor
 from .db import Tables
 
 _COLUMNS = "task_id, first_seen, not_before, last_slot, enabled, consecutive_failures, path"

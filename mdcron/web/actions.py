@@ -1,4 +1,4 @@
-"""POST actions: each calls the core function its CLI command calls (mdcron/actions.py,
+"""POST actions: each calls the core function its CLI command calls (mdcron/cli/actions.py,
 comments, incidents, heal, pause), then sends the browser back to a page (303)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import actions as core
-from ..store import state_store
-from ..task import DISABLED_REASONS
+from ..cli import actions as core
+from ..state.store import state_store
+from ..tasks.task import DISABLED_REASONS
 from . import data
 from .app import MAX_COMMENT
 from .pages import int_param, task_id
@@ -77,7 +77,7 @@ def routes(web) -> list[Route]:
         return _back(request, f"/tasks/{tid}")
 
     async def comment(request: Request) -> Response:
-        from ..comments import add_comment
+        from ..claude.comments import add_comment
 
         form = await web.form(request)
         tid = task_id(request)
@@ -97,7 +97,7 @@ def routes(web) -> list[Route]:
         return _back(request, f"/tasks/{tid}#comments")
 
     async def revert(request: Request) -> Response:
-        from ..heal import RevertError, revert_heal
+        from ..selfheal.healer import RevertError, revert_heal
 
         form = await web.form(request)
         tid = task_id(request)
@@ -113,7 +113,7 @@ def routes(web) -> list[Route]:
         return _back(request, f"/tasks/{tid}")
 
     async def resolve(request: Request) -> Response:
-        from ..incidents import resolve as resolve_incident
+        from ..alerts.incidents import resolve as resolve_incident
 
         await web.form(request)
         number = int_param(request.path_params["incident"], "incident")
@@ -125,7 +125,7 @@ def routes(web) -> list[Route]:
         return _back(request, "/incidents")
 
     async def pause(request: Request) -> Response:
-        from ..pause import start_maintenance
+        from ..schedule.pause import start_maintenance
 
         await web.form(request)
         start_maintenance(str(web.home), datetime.fromtimestamp(web.clock(), UTC).isoformat(),
@@ -133,7 +133,7 @@ def routes(web) -> list[Route]:
         return _back(request, "/health")
 
     async def resume(request: Request) -> Response:
-        from ..pause import end_maintenance
+        from ..schedule.pause import end_maintenance
 
         await web.form(request)
         end_maintenance(str(web.home))

@@ -62,7 +62,7 @@ def routes(web) -> list[Route]:
         return JSONResponse(data.health_view(web.home, config, web.clock()))
 
     async def run_now(request: Request) -> Response:
-        from .. import actions as core
+        from ..cli import actions as core
         from .actions import run_now as start
 
         await web.form(request)

@@ -10,12 +10,12 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
-from ..clock import to_dt
-from ..config import Config, ConfigError, load_config
-from ..queries import Loaded, explain, iso, list_rows, loaded_with_state
+from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state
+from ..core.clock import to_dt
+from ..settings.config import Config, ConfigError, load_config
 from ..state.runs import RunFilter
-from ..store import state_store
-from ..task import Task
+from ..state.store import state_store
+from ..tasks.task import Task
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
 PAGE = 50
@@ -43,7 +43,7 @@ _TASKS: dict[str, tuple[object, Task]] = {}
 def load_all(config: Config) -> Loaded:
     """queries.load_all, with the decoded tasks kept between requests (same cache, same
     problems, same rows)."""
-    from ..cache import load
+    from ..schedule.cache import load
 
     view = load(config)
     tasks = []
@@ -62,7 +62,7 @@ def load_all(config: Config) -> Loaded:
 
 
 def history_json(row: dict) -> dict:
-    from ..commands import _history_json
+    from ..cli.commands import _history_json
 
     return _history_json(row)
 
@@ -96,15 +96,15 @@ def words(schedule: str | None) -> str:
 
 
 def banners(config: Config, loaded: Loaded, now: float) -> dict:
-    from ..pause import maintenance
-    from ..taskfile import find_duplicate_ids
+    from ..schedule.pause import maintenance
+    from ..tasks.taskfile import find_duplicate_ids
 
     out: dict = {"duplicates": {k: [str(p) for p in v]
                                 for k, v in find_duplicate_ids(loaded.tasks).items()},
                  "stale_tick": None, "open_incidents": 0,
                  "maintenance": maintenance(str(config.home))}
     if config.state_exists:
-        from ..store import last_tick
+        from ..state.store import last_tick
 
         with state_store(config) as store:
             last = last_tick(config, store)
@@ -117,7 +117,7 @@ def banners(config: Config, loaded: Loaded, now: float) -> dict:
 def tasks_view(config: Config, now: float, tag: str | None = None,
                status: str | None = None) -> dict:
     """Rows as `list --json` gives them, filtered; plus what the banners need."""
-    from ..pause import pauses
+    from ..schedule.pause import pauses
 
     loaded = load_all(config)
     _reuse_next_fires(config, loaded, now)
@@ -171,10 +171,10 @@ def _status_of(row: dict) -> str:
 
 def task_view(config: Config, task_id: str, now: float) -> dict:
     """`show --json` plus why, the next 5 fires, 50 runs, heals, comments and the file."""
-    from ..comments import thread
-    from ..heal import heal_history
-    from ..pause import pauses
-    from ..schedule import schedule_of
+    from ..claude.comments import thread
+    from ..core.cron import schedule_of
+    from ..schedule.pause import pauses
+    from ..selfheal.healer import heal_history
 
     loaded = load_all(config)
     task = next((t for t in loaded.tasks if t.id == task_id), None)
@@ -269,7 +269,7 @@ def history_view(config: Config, *, task: str | None, status: str | None,
 
 
 def incidents_view(config: Config) -> list[dict]:
-    from ..incidents import incident_json, list_incidents
+    from ..alerts.incidents import incident_json, list_incidents
 
     if not config.state_exists:
         return []
@@ -282,7 +282,7 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
 
     A downstream (`after:`) has no fires of its own: it is listed under each fire of its
     upstreams as "then …"; a `once_per` task is marked, since only its first success counts."""
-    from ..schedule import schedule_of
+    from ..core.cron import schedule_of
 
     loaded = load_all(config)
     end = to_dt(now + days * 86400)
@@ -315,9 +315,9 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
 
 
 def health_view(home: Path, config: Config | None, now: float) -> dict:
-    from ..doctor import run_doctor
-    from ..locks import holder_alive, read_info
-    from ..pause import maintenance
+    from ..cli.doctor import run_doctor
+    from ..run.locks import holder_alive, read_info
+    from ..schedule.pause import maintenance
 
     checks = [c.to_json() for c in run_doctor(home, dict(os.environ), now)]
     outbox: list[dict] = []

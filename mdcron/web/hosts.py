@@ -4,16 +4,16 @@ None with the embedded SQLite state: one host, nothing to compare."""
 
 from __future__ import annotations
 
-from ..config import Config
-from ..queries import iso
+from ..cli.queries import iso
+from ..settings.config import Config
 
 
 def hosts_view(config: Config) -> dict | None:
     """{"hosts": [...], "error": str | None}, or None when the state is not shared."""
     if not config.state_url:
         return None
-    from ..hostfiles import DEAD_AFTER, differing
-    from ..store import state_store
+    from ..hosts.files import DEAD_AFTER, differing
+    from ..state.store import state_store
 
     try:
         with state_store(config) as store:
@@ -25,7 +25,7 @@ def hosts_view(config: Config) -> dict | None:
                 "SELECT host, count(*) FROM task_files GROUP BY host").fetchall())
             odd = differing(store)
     except Exception as exc:  # unreachable, or no tables yet: the doctor check says which
-        from ..state_url import mask
+        from ..settings.state_url import mask
 
         return {"hosts": [], "error": mask(str(exc))}
     out = []

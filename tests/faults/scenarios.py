@@ -91,7 +91,7 @@ def edit_race(home: Path, trials: int, mode: str, seed: int = 1) -> Tally:
     else (empty, a mix) is lost too."""
     import random
 
-    from mdcron.frontmatter_edit import EditError, edit_task_file, set_keys
+    from mdcron.tasks.frontmatter_edit import EditError, edit_task_file, set_keys
 
     rng = random.Random(seed)
     path = home / "tasks" / "race.md"
@@ -140,8 +140,8 @@ def read_race(home: Path, trials: int, mode: str, seed: int = 2) -> Tally:
     an error for this tick. Lost: a Task mixing the two, or an error for a rename save."""
     import random
 
-    from mdcron.config import Config
-    from mdcron.taskfile import load_task_file
+    from mdcron.settings.config import Config
+    from mdcron.tasks.taskfile import load_task_file
 
     rng = random.Random(seed)
     config = Config(home=home.resolve())

@@ -17,7 +17,7 @@ from faultlib import (
 )
 from scenarios import Editor, edit_race, flip_version, race_version, read_race
 
-from mdcron.frontmatter_edit import set_keys
+from mdcron.tasks.frontmatter_edit import set_keys
 
 
 @pytest.mark.parametrize("mode", ["rename", "inplace"])

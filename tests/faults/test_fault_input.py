@@ -16,10 +16,10 @@ from faultlib import BEFORE, NOW, render_task, run_cli, runs, write_tasks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mdcron.cache import task_from_json, task_to_json
-from mdcron.config import ConfigError, load_config
-from mdcron.doctor import config_error_alert
-from mdcron.taskfile import KNOWN_KEYS, load_task_file
+from mdcron.cli.doctor import config_error_alert
+from mdcron.schedule.cache import task_from_json, task_to_json
+from mdcron.settings.config import ConfigError, load_config
+from mdcron.tasks.taskfile import KNOWN_KEYS, load_task_file
 
 FUZZ_EXAMPLES = 1000
 

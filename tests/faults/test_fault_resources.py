@@ -24,8 +24,8 @@ from faultlib import (
     run_cli,
 )
 
-from mdcron.config import load_config
-from mdcron.doctor import store_error_alert
+from mdcron.cli.doctor import store_error_alert
+from mdcron.settings.config import load_config
 
 GIB = 1 << 30
 

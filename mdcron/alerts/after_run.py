@@ -1,0 +1,295 @@
+"""What follows a run: alerts (by notify_on), incidents, the 'recovered' notice, and at the end
+of the tick the outbox flush and the heartbeat. Delivery problems never fail a task or a tick.
+
+Rules:
+- suspended            -> forced alert (whatever notify_on says) + incident `suspended`
+- final outcome timeout -> forced alert (unless notify_on: never) + incident `timeout`
+- failed (not suspended) -> alert when notify_on is failure/always; the task is marked alerted
+- success               -> 'recovered' notice if a failure had been alerted; open incidents of
+                           the task are resolved; a success alert when notify_on is success/always
+- a run found crashed / killed as stale by recovery -> forced alert + incident `crashed` /
+                          `timeout` (unless notify_on: never), sent before this tick's own runs
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..core.outcome import Outcome, RunResult
+from ..core.units import format_duration
+from ..run.escalation_policy import Step
+from ..settings.config import Config
+from ..state.store import Store, state_store
+from ..tasks.task import Task
+
+Say = Callable[[str], None]
+FORCED = ("suspended", "timeout", "crashed")  # sent at once, whatever quiet hours say; incident
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing worth telling a person about a task."""
+
+    kind: str  # failure success recovered suspended timeout healed crashed
+    task: Task
+    result: RunResult
+    ladder: str = ""  # 'run failed (exit 1) → retry failed (exit 1)'
+    next_step: str = ""  # what happens next, in words
+    diff: str = ""  # a heal's diff, when it matters
+
+
+def events_for(outcome, was_alerted: bool) -> list[Event]:  # outcome: ladder.LadderOutcome
+    """Pure: which events a finished ladder produces."""
+    task, final = outcome.task, outcome.final
+    if final.outcome is Outcome.SKIPPED:
+        return []
+    ladder = outcome.summary() if len(outcome.steps) > 1 else ""
+    diff = "\n".join(h.diff for h in outcome.heals if h.diff)
+    if outcome.decision is Step.SUSPEND:
+        nxt = (f"suspended: {outcome.reason}. `enabled: false` and `disabled_reason:"
+               f" auto_suspended` were written into {task.path.name}; fix the cause, then run"
+               f" `scheduler.py enable {task.id}`.")
+        if outcome.suspend_error:
+            nxt += f" WARNING: {outcome.suspend_error}"
+        if "probation" in outcome.reason and not diff:
+            diff = _probation_diff(task)
+        return [Event("suspended", task, final, ladder, nxt, diff)]
+    events: list[Event] = []
+    if final.outcome is Outcome.TIMEOUT and task.notify_on != "never":
+        events.append(Event("timeout", task, final, ladder, outcome.reason))
+    elif not final.ok and task.notify_on in ("failure", "always"):
+        events.append(Event("failure", task, final, ladder, outcome.reason))
+    if final.ok:
+        if was_alerted:
+            events.append(Event("recovered", task, final, ladder, "back to normal"))
+        if outcome.heals:
+            events.append(Event("healed", task, final, ladder,
+                                "healed; on probation (a failure now suspends it)", diff))
+        elif task.notify_on in ("success", "always"):
+            events.append(Event("success", task, final, ladder))
+    return events
+
+
+def _probation_diff(task: Task) -> str:
+    return f"(the heal's diff is in logs/self-heal-audit.log and `scheduler.py show {task.id}`)"
+
+
+def render(event: Event) -> tuple[str, str]:
+    """(title, body) of an alert, plain text that reads well in a chat message."""
+    from .notify import format_tail
+
+    task, result = event.task, event.result
+    headline = {
+        "failure": "failed", "timeout": "timed out", "suspended": "SUSPENDED",
+        "recovered": "recovered", "success": "succeeded", "healed": "was healed",
+        "crashed": "crashed",
+    }.get(event.kind, event.kind)
+    title = f"mdcron: {task.title} ({task.id}) {headline}"
+    lines = [f"{task.title} ({task.id}): {result.outcome.value}"
+             + (f" — {result.fail_reason}" if result.fail_reason else "")
+             + f", {format_duration(result.duration)}"]
+    if event.ladder:
+        lines.append(f"ladder: {event.ladder}")
+    if event.next_step:
+        lines.append(f"next: {event.next_step}")
+    if event.diff:
+        lines.append("change made by the heal:\n" + event.diff[-3000:])
+    tail = format_tail(result.output_tail)
+    if tail:
+        lines.append("last output:\n" + tail)
+    return title, "\n".join(lines)
+
+
+def after_ladder(store: Store, config: Config, outcome, now: float,
+                 environ: Mapping[str, str], say: Say) -> None:
+    """Alerts and incidents for one finished ladder. Never raises."""
+    try:
+        task = outcome.task
+        if outcome.final.outcome is Outcome.SKIPPED:
+            return
+        failed = not outcome.final.ok
+        was_alerted = store.set_alerted(task.id, False) if not failed else False
+        events = events_for(outcome, was_alerted)
+        for event in events:
+            _emit(store, config, event, now, environ, say)
+        if failed and any(e.kind in ("failure", "timeout", "suspended") for e in events):
+            store.set_alerted(task.id, True)
+        if not failed:
+            from .incidents import resolve_for_task
+
+            resolve_for_task(store, task.id, now, "the task succeeded")
+    except Exception as exc:  # notifications must never fail the tick
+        say(f"mdcron: could not record alerts for {outcome.task.id}: {exc!r}")
+
+
+def _emit(store: Store, config: Config, event: Event, now: float, environ: Mapping[str, str],
+          say: Say) -> None:
+    from .notify import Alert, enqueue
+
+    title, body = render(event)
+    forced = event.kind in FORCED
+    enqueue(store, config, Alert(event.kind, event.task.id, title, body, forced=forced,
+                                 destination=event.task.notify_to), now)
+    if forced:
+        open_incident(store, config, task_id=event.task.id, kind=event.kind,
+                      error=event.result.fail_reason or event.next_step,
+                      output_tail=event.result.output_tail, now=now, environ=environ, say=say)
+
+
+def open_incident(store: Store, config: Config, *, task_id: str | None, kind: str,
+                  error: str | None, output_tail: str | None, now: float,
+                  environ: Mapping[str, str], say: Say) -> None:
+    from .incidents import get_incident, open_or_bump, run_incident_command
+
+    incident_id, new = open_or_bump(store, task_id=task_id, kind=kind, error=error,
+                                    output_tail=output_tail, now=now)
+    command = config.incident_command
+    if new and command:
+        incident = get_incident(store, incident_id)
+        if incident is not None:
+            problem = run_incident_command(command, incident, home=config.home, environ=environ,
+                                           secret_names=config.secret_names(),
+                                           kill_grace=config.kill_grace)
+            if problem:
+                say(f"mdcron: {problem}")
+
+
+def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body: str,
+                    now: float, environ: Mapping[str, str], say: Say) -> bool:
+    """Duplicate ids, a crashed tick: forced alert + incident, never raises. False when the
+    database could not take them."""
+    from .notify import Alert, enqueue
+
+    try:
+        enqueue(store, config, Alert(kind, None, title, body, forced=True), now)
+        open_incident(store, config, task_id=None, kind=kind, error=body, output_tail=None,
+                      now=now, environ=environ, say=say)
+    except Exception as exc:
+        say(f"mdcron: could not record the {kind} alert: {exc!r}")
+        return False
+    return True
+
+
+def after_recovery(store: Store, config: Config, recovered: list, now: float,
+                   environ: Mapping[str, str], say: Say) -> None:
+    """Runs found crashed (their tick died) or killed as stale holders."""
+    from pathlib import Path
+
+    from ..tasks.taskfile import load_task_file
+
+    for r in recovered:
+        state = store.task_state(r.task_id)
+        task = load_task_file(Path(state.path), config)[0] if state and state.path else None
+        if task is None:
+            continue
+        status = Outcome.TIMEOUT if r.status is Outcome.TIMEOUT else Outcome.CRASHED
+        result = RunResult(status, fail_reason=r.reason)
+        kind = "timeout" if status is Outcome.TIMEOUT else "crashed"
+        if task.notify_on == "never":  # both are forced otherwise, as a timeout of a ladder
+            continue
+        try:
+            _emit(store, config, Event(kind, task, result, next_step="the next fire runs as"
+                                       " usual"), now, environ, say)
+            store.set_alerted(task.id, True)
+        except Exception as exc:
+            say(f"mdcron: could not record alerts for {task.id}: {exc!r}")
+
+
+def resolve_reenabled(store: Store, now: float) -> None:
+    """A suspended task that a person enabled again (the tick has just observed its file):
+    its incidents are over."""
+    from .incidents import resolve_for_task
+
+    for task_id in store.suspended_but_enabled():
+        resolve_for_task(store, task_id, now, "re-enabled")
+
+
+def finish_tick(store: Store, config: Config, now: float, failed: bool,
+                environ: Mapping[str, str], say: Say) -> None:
+    """Send what the outbox holds, then tell the dead man's switch we are alive. A tick with
+    an empty outbox and no heartbeat does not even import the notification code."""
+    if not store.outbox_waiting() and not config.heartbeat_url:
+        return
+    from .notify import flush, heartbeat
+
+    report = flush(store, config, now, environ)
+    for line in report.errors:
+        say(f"mdcron: notification: {line}")
+    error = heartbeat(config, failed, environ)
+    if error:
+        say(f"mdcron: heartbeat: {error}")
+
+
+def flush_now(store: Store, config: Config, now: float, environ: Mapping[str, str],
+              say: Say) -> None:
+    """Send what the outbox holds now (a forced alert must not wait for the end of the tick).
+    Concurrent flushes are safe: each message is claimed before it is sent."""
+    from .notify import flush
+
+    for line in flush(store, config, now, environ).errors:
+        say(f"mdcron: notification: {line}")
+
+
+DUPLICATE_ALERT_EVERY = 3600.0
+
+
+def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
+                  environ: Mapping[str, str], say: Say) -> None:
+    """Nothing runs while two files share an id: a forced alert naming both files, at most
+    once an hour (or when the set of duplicates changes), and an incident. Never raises."""
+    import hashlib
+    import json
+
+    lines = [f"id {task_id!r}: " + " and ".join(str(p) for p in paths)
+             for task_id, paths in sorted(duplicates.items())]
+    body = ("Two task files share an id, so the tick runs nothing until one is renamed:\n"
+            + "\n".join(lines))
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    try:
+        with state_store(config) as store:
+            last = json.loads(store.get_meta("duplicate_alert") or "{}")
+            due = last.get("digest") != digest or now - float(last.get("at", 0)) >= (
+                DUPLICATE_ALERT_EVERY)
+            if due:
+                store.set_meta("duplicate_alert", json.dumps({"digest": digest, "at": now}))
+                from .notify import Alert, enqueue
+
+                enqueue(store, config, Alert("duplicate_id", None,
+                                             "mdcron: duplicate task ids, nothing runs", body,
+                                             forced=True), now)
+            open_incident(store, config, task_id=None, kind="duplicate_id", error=body,
+                          output_tail=None, now=now, environ=environ, say=say)
+            finish_tick(store, config, now, True, environ, say)
+    except Exception as exc:
+        say(f"mdcron: could not record the duplicate-id alert: {exc!r}")
+
+
+def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, str],
+                 say: Say) -> None:
+    """The tick itself failed: forced alert 'tick crashed, tasks are not running' and an
+    incident, sent at once. Never raises (it is already the error path). When the database
+    cannot take the alert (damaged, read-only: often why the tick crashed), it goes directly."""
+    from ..cli.doctor import database_check
+
+    check = database_check(config.home)
+    if check.status == "fail":  # say what is wrong with it and how to recover
+        say(f"mdcron: {check.detail}; fix: {check.fix}")
+        error = f"{error}\n{check.detail}\nfix: {check.fix}"
+    recorded = False
+    try:
+        with state_store(config) as store:
+            recorded = scheduler_alert(store, config, kind="tick_crashed",
+                                       title="mdcron: tick crashed, tasks are not running",
+                                       body=f"The tick failed with:\n{error[-3000:]}", now=now,
+                                       environ=environ, say=say)
+            if recorded:
+                finish_tick(store, config, now, True, environ, say)
+    except Exception as exc:
+        say(f"mdcron: could not record the crash alert: {exc!r}")
+    if not recorded:
+        from ..cli.doctor import store_error_alert
+
+        problem = "the tick crashed and the state database could not record it"
+        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ, now):
+            say(f"mdcron: {line}")

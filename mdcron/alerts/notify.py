@@ -1,0 +1,327 @@
+"""Alerts: an outbox in SQLite, quiet hours, collapsing, delivery through apprise, heartbeats.
+
+The tick calls `enqueue` for each alert as it happens (no network) and `flush` once at its end.
+
+- **Destinations** are named apprise URLs (`notify.destinations`); an alert goes to its own
+  destination when that name is configured, else to `notify.default`, else it is dropped.
+  `${VAR}` in a URL is read from the environment only when sending. The expanded URL is a
+  secret: messages name the destination key and show the scheme only (`tgram://…`).
+- **Collapsing**: per (task, kind), the first alert opens a window of `collapse_window`; further
+  alerts inside it only add to a counter. The first alert after the window carries
+  "(+N similar alerts since HH:MM collapsed)" and opens the next window, so a task failing every
+  minute sends one message per window. `suspended` is never collapsed. A recovery (`recovered`,
+  `success`, `healed`) closes the task's other windows and reports what they collapsed, so a
+  failure right after a recovery is never hidden.
+- **Quiet hours** (wall time in the scheduler's zone) hold alerts that are not forced; forced
+  kinds (suspended, duplicate_id, tick_crashed, timeout, or `forced=True`) go at once. The first
+  flush after quiet hours sends what was held as one digest per destination (a single held
+  message goes as itself); the held rows become `digested`.
+- **Delivery**: a flush claims each due message by a check-and-set UPDATE that pushes its
+  next_attempt_at forward by a lease, so two ticks never send one message twice (a tick killed
+  mid-send leaves the message to be tried again when the lease ends). A failure retries after
+  1, 2, 4 … minutes (capped at 60); after `max_attempts`, or at once for a permanent error (an
+  unset ${VAR}, a URL apprise cannot use), the message is `dead` and kept. After one failure, a
+  flush leaves that destination's other messages for the next flush, so a dead endpoint costs
+  one timeout per tick. Nothing in `flush` or `heartbeat` raises.
+
+apprise is imported on the first send only; its log records never propagate to our loggers
+(failure reasons are taken from its captured logs, masked).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from ..settings.config import Config
+from ..settings.notify import NotifyConfig, scheme_of
+from ..state import outbox
+from ..state.store import Store
+from .heartbeat import expand_vars, mask, missing_vars
+
+FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout"})
+NEVER_COLLAPSED = frozenset({"suspended", "digest"})
+RECOVERY_KINDS = frozenset({"recovered", "success", "healed"})
+SEND_TIMEOUT = 15.0  # seconds for one apprise call, whatever the plugin's own timeouts
+LEASE = 300.0  # a claimed message is not tried by another flush for this long
+BACKOFF_BASE = 60.0
+BACKOFF_CAP = 3600.0
+DIGEST_MAX_ITEMS = 40
+MAX_REASON = 300
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    kind: str  # failure success recovered suspended timeout duplicate_id tick_crashed healed ...
+    task_id: str | None  # None for scheduler-level alerts
+    title: str
+    body: str
+    forced: bool = False  # forced alerts ignore quiet hours; FORCED_KINDS are always forced
+    destination: str | None = None  # a destination key (the task's notify_to); else the default
+
+    @property
+    def is_forced(self) -> bool:
+        return self.forced or self.kind in FORCED_KINDS
+
+
+@dataclass
+class FlushReport:
+    sent: list[int] = field(default_factory=list)  # outbox ids delivered
+    retrying: list[int] = field(default_factory=list)  # failed, will be tried again
+    dead: list[int] = field(default_factory=list)  # failed for good
+    digests: list[int] = field(default_factory=list)  # digest messages created this flush
+    errors: list[str] = field(default_factory=list)  # one line each, secrets masked
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class DeliveryError(Exception):
+    """A message could not be delivered; `permanent` when trying again cannot help."""
+
+    def __init__(self, message: str, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
+
+
+def settings(config: Config | NotifyConfig) -> NotifyConfig:
+    """The notification settings of a Config (problems were reported when it was loaded)."""
+    if isinstance(config, NotifyConfig):
+        return config
+    if config.notify.timezone == config.timezone:
+        return config.notify
+    return replace(config.notify, timezone=config.timezone)  # a Config built by hand (tests)
+
+
+# ---------------------------------------------------------------- enqueue
+
+
+def enqueue(store: Store, config: Config | NotifyConfig, alert: Alert,
+            now: float | datetime) -> str:
+    """Put an alert in the outbox. Returns "queued", "held" (quiet hours), "collapsed" (counted
+    in its window instead) or "dropped" (no destination configured). No network."""
+    cfg = settings(config)
+    ts = _ts(now)
+    destination = cfg.destination_for(alert.destination)
+    if destination is None:
+        return "dropped"
+    zone = cfg.zone()
+    task_key = alert.task_id or "*"
+    notes: list[str] = []
+    with store.write() as db:
+        if cfg.collapse_window > 0 and alert.kind not in NEVER_COLLAPSED:
+            window = outbox.window(db, task_key, alert.kind)
+            # a clock that went back (a --now replay) opens a new window rather than a long one
+            if window is not None and 0 <= ts - window.start < cfg.collapse_window:
+                outbox.count_suppressed(db, task_key, alert.kind)
+                return "collapsed"
+            if window is not None and window.suppressed:
+                notes.append(_collapsed_note(window.suppressed, "similar alerts", window.start,
+                                             ts, zone))
+            outbox.open_window(db, task_key, alert.kind, ts)
+        if alert.kind in RECOVERY_KINDS and alert.task_id is not None:
+            for closed in outbox.close_windows(db, task_key, keep=RECOVERY_KINDS):
+                if closed.suppressed:
+                    notes.append(_collapsed_note(closed.suppressed, f"{closed.kind} alerts",
+                                                 closed.start, ts, zone))
+        held = (
+            not alert.is_forced
+            and cfg.quiet_hours is not None
+            and cfg.quiet_hours.contains(datetime.fromtimestamp(ts, zone))
+        )
+        body = "\n".join(notes) + "\n\n" + alert.body if notes else alert.body
+        if store.url and store.host:  # issue 11: several hosts share the outbox: say which
+            body += f"\n(host {store.host})"
+        outbox.add_message(db, outbox.Message(ts, destination, alert.task_id, alert.kind,
+                                              alert.is_forced, alert.title, body, held))
+    return "held" if held else "queued"
+
+
+def _collapsed_note(count: int, what: str, since: float, now: float, zone: Any) -> str:
+    start = datetime.fromtimestamp(since, zone)
+    fmt = "%H:%M" if now - since < 86400 else "%Y-%m-%d %H:%M"
+    return f"(+{count} {what} since {start.strftime(fmt)} collapsed)"
+
+
+# ---------------------------------------------------------------- flush
+
+
+def flush(store: Store, config: Config | NotifyConfig, now: float | datetime,
+          environ: Mapping[str, str]) -> FlushReport:
+    """Release held messages as digests when quiet hours are over, then send every pending
+    message that is due. Never raises: problems come back in the report."""
+    report = FlushReport()
+    try:
+        cfg = settings(config)
+        ts = _ts(now)
+        zone = cfg.zone()
+        quiet = cfg.quiet_hours
+        if quiet is None or not quiet.contains(datetime.fromtimestamp(ts, zone)):
+            report.digests = _release_held(store, ts, zone)
+        _send_due(store, cfg, ts, environ, report)
+    except Exception as exc:  # the database, most likely; alerts must not end the tick
+        report.errors.append(f"notifications not flushed: {type(exc).__name__}: {exc}")
+    return report
+
+
+def _release_held(store: Store, ts: float, zone: Any) -> list[int]:
+    digests: list[int] = []
+    with store.write() as db:
+        by_destination: dict[str, list[outbox.Held]] = {}
+        for row in outbox.held(db):
+            by_destination.setdefault(row.destination, []).append(row)
+        for destination, items in by_destination.items():
+            if len(items) == 1:
+                outbox.release(db, items[0].id, ts)
+                continue
+            digests.append(outbox.add_digest(
+                db, ts, destination, f"mdcron: {len(items)} notifications held during quiet"
+                " hours", _digest_body(items, zone), [r.id for r in items]))
+    return digests
+
+
+def _digest_body(items: list[outbox.Held], zone: Any) -> str:
+    lines = []
+    for _id, created, _dest, title, body in items[:DIGEST_MAX_ITEMS]:
+        when = datetime.fromtimestamp(created, zone).strftime("%H:%M")
+        lines.append(f"• {when} {title}")
+        first = next((s.strip() for s in str(body).splitlines() if s.strip()), "")
+        if first:
+            lines.append(f"  {first[:200]}")
+    if len(items) > DIGEST_MAX_ITEMS:
+        lines.append(f"… and {len(items) - DIGEST_MAX_ITEMS} more (kept in the outbox)")
+    return "\n".join(lines)
+
+
+def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
+              report: FlushReport) -> None:
+    due = store.due_messages(ts)
+    failing: set[str] = set()
+    for message_id, destination in due:
+        if destination in failing:
+            continue  # one failure per destination per flush: a dead endpoint stalls once
+        if store.url and destination not in cfg.destinations:
+            continue  # issue 11: another host enqueued it for a destination it knows
+        claimed = store.claim_message(message_id, ts, LEASE)
+        if claimed is None:
+            continue  # another flush has it
+        title, body, attempts = claimed
+        try:
+            send(cfg, destination, title, body, environ)
+        except DeliveryError as exc:
+            failing.add(destination)
+            _record_failure(store, cfg, message_id, destination, attempts, exc, ts, report)
+            continue
+        store.message_sent(message_id, ts)
+        report.sent.append(message_id)
+
+
+def _record_failure(store: Store, cfg: NotifyConfig, message_id: int, destination: str,
+                    attempts: int, exc: DeliveryError, ts: float, report: FlushReport) -> None:
+    template = cfg.destinations.get(destination, "")
+    where = f"notification #{message_id} to {destination!r} ({scheme_of(template)})"
+    next_at: float | None = None
+    if exc.permanent or attempts >= cfg.max_attempts:
+        why = "permanent error" if exc.permanent else f"{attempts} attempts"
+        error = f"{where}: {exc}; gave up ({why}), kept as dead"
+        status = "dead"
+        report.dead.append(message_id)
+    else:
+        delay = backoff(attempts)
+        error = (f"{where}: {exc}; attempt {attempts} of {cfg.max_attempts},"
+                 f" next in {int(delay // 60)} min")
+        status, next_at = "pending", ts + delay
+        report.retrying.append(message_id)
+    store.message_failed(message_id, status, next_at, str(exc))
+    report.errors.append(error)
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next try after `attempts` failed ones: 1, 2, 4 … minutes, capped."""
+    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** max(0, attempts - 1))
+
+
+# ---------------------------------------------------------------- delivery
+
+
+def expand(template: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
+    """The URL with ${VAR} replaced from `environ`, and the values substituted (to mask them).
+    An unset variable is a permanent DeliveryError naming the variable, never its value."""
+    missing = missing_vars(template, environ)
+    if missing:
+        names = ", ".join(f"${{{n}}}" for n in missing)
+        raise DeliveryError(f"{names} not set in the scheduler's environment", permanent=True)
+    return expand_vars(template, environ)
+
+
+def send(cfg: NotifyConfig, destination: str, title: str, body: str,
+         environ: Mapping[str, str]) -> None:
+    """Deliver one message now through apprise; DeliveryError (masked) when it does not go."""
+    template = cfg.destinations.get(destination)
+    if template is None:
+        known = ", ".join(sorted(cfg.destinations)) or "none"
+        raise DeliveryError(f"no destination {destination!r} in notify.destinations (known:"
+                            f" {known})", permanent=True)
+    url, values = expand(template, environ)
+    try:
+        app = _apprise().Apprise()
+        if not app.add(url):
+            raise DeliveryError("apprise cannot use this URL (unknown scheme or malformed"
+                                " token); check it with `apprise -vv URL`", permanent=True)
+        with app.notify(title=title, body=body, timeout=SEND_TIMEOUT) as result:
+            if result:
+                return
+            reasons = [e.message for e in result.logs() if e.level in ("WARNING", "ERROR")]
+            reason = reasons[-1] if reasons else f"apprise status {result.status.name}"
+    except DeliveryError:
+        raise
+    except Exception as exc:  # a plugin bug must not end the flush
+        reason = f"{type(exc).__name__}: {exc}"
+    raise DeliveryError(mask(reason, url, values))
+
+
+def _apprise() -> Any:
+    import apprise
+
+    # apprise (and urllib3 under it, at DEBUG) log through `logging`; a handler configured by
+    # anyone must never print those records: they hold URLs. Failure reasons come from the
+    # call's own capture instead, masked.
+    for name in ("apprise", "urllib3"):
+        logging.getLogger(name).propagate = False
+    return apprise
+
+
+# ---------------------------------------------------------------- heartbeat
+
+
+def heartbeat(config: Config | NotifyConfig, failed: bool,
+              environ: Mapping[str, str]) -> str | None:
+    """Ping `heartbeat_url` (with /fail appended when the tick failed). Returns an error line
+    (URL masked) or None; None too when no heartbeat is configured. Never raises."""
+    from .heartbeat import ping
+
+    try:
+        url = settings(config).heartbeat_url
+    except Exception as exc:
+        return f"heartbeat: {type(exc).__name__}"
+    return ping(url, failed, environ) if url else None
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def format_tail(text: str | None, max_lines: int = 15, max_chars: int = 1500) -> str:
+    """The end of a run's output, bounded for a chat message."""
+    if not text:
+        return ""
+    lines = text.rstrip().splitlines()[-max_lines:]
+    tail = "\n".join(lines)
+    return tail if len(tail) <= max_chars else "…" + tail[-(max_chars - 1):]
+
+
+def _ts(now: float | datetime) -> float:
+    return now.timestamp() if isinstance(now, datetime) else float(now)

@@ -1,0 +1,80 @@
+"""State-changing actions shared by the CLI commands and the web page (mdcron/web): the same
+validation, the same byte-preserving edits, the same store calls. No printing here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..schedule.cache import load_task_set
+from ..schedule.pause import pauses, set_pause
+from ..settings.config import Config
+from ..state.store import state_store
+from ..tasks.frontmatter_edit import edit_task_file
+from ..tasks.task import Task
+from .usage import UsageError
+
+
+class ActionError(UsageError):
+    """An action that cannot be done; the message says why (a CLI usage error, a web 4xx)."""
+
+
+def load_task(config: Config, task_id: str) -> Task:
+    found = load_task_set(config)
+    task = found.get(task_id)
+    if task is not None:
+        return task
+    bad = [p for p in found.problems if p.severity == "error" and p.path.stem == task_id]
+    if bad:
+        raise ActionError(f"task {task_id!r} has errors: " + "; ".join(str(p) for p in bad))
+    raise ActionError(f"no task with id {task_id!r} in {config.tasks_dir} (see `list`)")
+
+
+def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None, now: float,
+                until: float | None = None) -> Task:
+    """`enable` / `disable [--reason] [--until]`: edit the file (only those keys), record the
+    state; a pause with `until` ends by itself (resume_due below, called by the tick)."""
+    if until is not None and until <= now:
+        raise ActionError("--until must lie in the future")
+    task = load_task(config, task_id)
+    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
+    with state_store(config) as store:
+        store.set_enabled(task.id, enabled, now)
+    set_pause(str(config.home), task.id, until, str(task.path) if until is not None else None)
+    return task
+
+
+SCHEDULER = Path(__file__).resolve().parents[2] / "scheduler.py"
+
+
+def start_run(config: Config, task_id: str, environ: dict[str, str] | None = None,
+              ) -> subprocess.Popen:
+    """`scheduler.py run <id>` in its own process and session, exactly as a person would start
+    it: the caller does not wait (the web page follows the run through the store)."""
+    task = load_task(config, task_id)
+    log = config.state_dir / "web-runs.log"
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, str(SCHEDULER), "--home", str(config.home), "run", task.id],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            close_fds=True, env=dict(os.environ if environ is None else environ),
+        )
+
+
+def resume_due(config: Config, now: float) -> list[str]:
+    """Enable every task whose timed pause is over; returns one line per task for the tick.
+    (Here, not in pause.py: the idle fast path imports pause.py and needs none of this.)"""
+    home = str(config.home)
+    due = [task_id for task_id, p in pauses(home).items() if p["until"] <= now]
+    lines = []
+    for task_id in due:
+        try:
+            task = set_enabled(config, task_id, True, None, now)
+            lines.append(f"{task.id}: pause over, enabled again in {task.path}")
+        except ActionError as exc:
+            lines.append(f"mdcron: could not end the pause of {task_id}: {exc}")
+            set_pause(home, task_id, None)
+    return lines

@@ -1,0 +1,630 @@
+"""One function per command: call the core, print the result, return the exit status.
+
+Lazy imports: each command imports the modules it needs inside its own function, so that a
+command (and the tick, which cli.py reaches through here) loads only its own share of the
+package: rich for tables, the tick and ladder for `tick` and `run`, chains, incidents, comments,
+heal, doctor, install, the web server and the PostgreSQL copy for their commands. What every
+command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is imported at the top.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from ..alerts.heartbeat import STALE_TICK
+from ..core.clock import parse_instant, to_dt
+from ..core.problems import Problem
+from ..core.units import format_duration
+from ..schedule.pause import end_maintenance, maintenance, start_maintenance
+from ..settings.config import Config
+from ..state.store import Store, StoreError, last_tick, state_store
+from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
+
+
+def cmd_tick(config: Config, args: argparse.Namespace) -> int:
+    from ..run.tick import run_tick
+    from ..run.ticklog import TickLog
+
+    clock = clock_from(args.now)
+    say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
+
+    if _paused_tick(config, clock.now(), args.dry_run, say):
+        return OK
+    try:
+        report = run_tick(config, clock, dry_run=args.dry_run, say=say)
+    except StoreError:
+        raise  # a clear message and exit 2 from main(); the database cannot hold an alert
+    except Exception:
+        import traceback
+
+        error = traceback.format_exc()
+        say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
+        if not args.dry_run:
+            from ..alerts.after_run import tick_crashed
+
+            tick_crashed(config, error, clock.now(), dict(os.environ), say)
+        return PROBLEM
+    if report.duplicates and not args.dry_run:
+        from ..alerts.after_run import duplicate_ids  # imported here: not before a task starts
+
+        duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
+    for problem in report.problems if report.problems_changed else ():
+        if problem.severity == "error":
+            say.error(f"mdcron: {problem} (task skipped)")
+    if report.duplicates:
+        for task_id, paths in report.duplicates.items():
+            files = " and ".join(str(p) for p in paths)
+            say.error(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
+                      " renamed")
+        return report.exit_code
+    when = to_dt(report.now).isoformat(timespec="seconds")
+    if args.dry_run:  # for a person at a terminal, plain (and as fastpath's idle dry run)
+        for p in report.planned:
+            verb = "would run" if p.action == "run" else "would skip"
+            print(f"{p.task.id}: {verb} slot {to_dt(p.slot).isoformat()} ({p.reason})")
+        if not report.planned:
+            print(f"{when}: nothing due among {report.tasks} task(s)")
+        return OK
+    # skips, lost claims and each run's outcome were said by run_tick as they happened
+    if getattr(args, "exit_zero", False):
+        return OK if report.exit_code == 1 else report.exit_code
+    return report.exit_code
+
+
+def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
+    """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
+    (enabled again before the pass, so their next slot runs). pause.py."""
+    from .actions import resume_due
+
+    marker = maintenance(str(config.home))
+    if marker is not None:
+        say(f"maintenance mode since {marker.get('since', '?')} (by {marker.get('by', '?')}):"
+            " nothing runs; `scheduler.py resume` ends it")
+        if not dry_run and config.db_path.exists():  # this host's tick (store.last_tick)
+            with Store(config.db_path) as store:
+                store.set_meta("last_tick", repr(now))
+        return True
+    if not dry_run:
+        for line in resume_due(config, now):
+            say(line)
+    return False
+
+
+def _load_task(config: Config, task_id: str):
+    from .actions import load_task
+
+    return load_task(config, task_id)
+
+
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from ..alerts.after_run import after_ladder, finish_tick
+    from ..run.attempt import RunContext, current_owner
+    from ..run.dispatch import describe_outcome
+    from ..run.ladder import run_manual
+    from ..run.tick import default_healer
+
+    task = _load_task(config, args.id)
+    clock = clock_from(None)
+    ctx = RunContext(config, clock, current_owner(), dict(os.environ))
+    with state_store(config) as store:
+        healer = default_healer(config, ctx.environ, store, clock)
+        no_chain = getattr(args, "no_chain", False)
+        run_id, outcome = run_manual(ctx, store, task, healer,
+                                     trigger="manual-no-chain" if no_chain else "manual")
+        # the same ladder, alerts and incidents as a scheduled run
+        after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
+        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now
+            from ..schedule.chains import run_chain_after_manual
+
+            for chained in run_chain_after_manual(ctx, store, healer, print):
+                after_ladder(store, config, chained, clock.now(), ctx.environ, print)
+        finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
+    print(f"run {run_id}: " + describe_outcome(outcome))
+    if outcome.final.log_path:
+        print(f"log: {outcome.final.log_path}")
+    return OK if outcome.final.ok else PROBLEM
+
+
+def cmd_list(config: Config, args: argparse.Namespace) -> int:
+    from .queries import list_rows, load_all
+    from .render import print_json, short_time, table
+
+    now = clock_from(args.now).now()
+    loaded = load_all(config)
+    rows = list_rows(config, loaded, now, args.tag)
+    if args.json:
+        print_json(rows)
+        return OK
+    for note in _notes(config, rows, now):
+        print(f"mdcron: {note}", file=sys.stderr)
+    if not rows:
+        print(f"no task files in {config.tasks_dir}")
+        return OK
+    table(
+        f"{len(rows)} task(s) in {config.tasks_dir}",
+        ["id", "title", "schedule", "enabled", "last run", "status", "next run", "fails"],
+        [
+            (
+                r["id"],
+                (r["title"] + (f" [holds {', '.join(r['holds'])}]" if r["holds"] else ""))
+                if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
+                f"{r['schedule']} ({r['timezone']})" if r["valid"] else "",
+                ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
+                if r["valid"] else "",
+                short_time(r["last_run"]) + _on_host(config, r.get("last_host")),
+                _status_cell(r),
+                short_time(r["next_run"]),
+                r["consecutive_failures"] or "",
+            )
+            for r in rows
+        ],
+    )
+    return OK
+
+
+def _on_host(config: Config, host: object) -> str:
+    """' on web1' after a time when several hosts share the state (issue 11)."""
+    return f" on {host}" if config.state_url and host else ""
+
+
+def _status_cell(row: dict) -> str:
+    """A run holding the task's lock right now wins over the last row (often the `skipped`
+    slot it caused): 'running (since 14:02)'."""
+    from .render import short_time, status_style
+
+    if row.get("running_since"):
+        since = short_time(row["running_since"])[-5:]
+        return status_style("running").replace("running", f"running (since {since})", 1)
+    return status_style(row["last_status"]) if row["last_status"] else "—"
+
+
+def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
+    """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
+    notes = []
+    if config.state_exists:
+        with state_store(config) as store:
+            last = last_tick(config, store)
+        if last is not None and now - float(last) > STALE_TICK:
+            notes.append(f"the last tick ran {format_duration(now - float(last))} ago: is the"
+                         " crontab line still there? (see README, 'Two commands')")
+    if config.state_url:  # issue 11: copies that differ; tasks whose hosts all stopped
+        from ..hosts.files import describe, differing, orphaned
+        from ..schedule.cache import load_task_set
+
+        with state_store(config) as store:
+            notes.extend(describe(t, hosts) for t, hosts in differing(store).items())
+            notes.extend(orphaned(store, load_task_set(config).tasks))
+    notes.extend(_claude_notes(config))
+    return notes
+
+
+def _claude_notes(config: Config) -> list[str]:
+    from ..schedule.cache import load_task_set
+
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return []
+    claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
+    if claude:
+        return [f"ANTHROPIC_API_KEY is not set: Claude tasks ({', '.join(claude)}) will fail,"
+                " self-heal is off and comments stay unread"]
+    return []
+
+
+def _history_json(row: dict) -> dict:
+    from .queries import iso
+
+    out = {k: v for k, v in row.items() if k not in ("owner_pid", "owner_start", "owner_boot")}
+    for key in ("scheduled_for", "started_at", "finished_at"):
+        out[key] = iso(row[key])  # type: ignore[arg-type]
+    out["run_id"] = row["id"]
+    out["note"] = _note(row) or None  # e.g. "self-heal not attempted: ..."
+    return out
+
+
+def cmd_history(config: Config, args: argparse.Namespace) -> int:
+    from .render import print_json, short_time, status_style, table
+
+    rows: list[dict] = []
+    if config.state_exists:
+        with state_store(config) as store:
+            rows = store.history(args.n, args.task)
+    if args.json:
+        print_json([_history_json(r) for r in rows])
+        return OK
+    if not rows:
+        print("no runs recorded yet")
+        return OK
+    shared = bool(config.state_url)  # several hosts: which one ran it (issue 11)
+    table(
+        "recent runs, newest first",
+        ["run", "task", "slot", "trigger", "attempt", "kind", *(["host"] if shared else []),
+         "started", "took", "status", "exit", "error"],
+        [
+            (
+                r["id"], r["task_id"], short_time(r["scheduled_for"]), r["trigger"], r["attempt"],
+                r["kind"], *([r.get("host") or ""] if shared else []), short_time(r["started_at"]),
+                format_duration(r["duration_ms"] / 1000) if r["duration_ms"] is not None else "",
+                status_style(r["status"]), r["exit_code"], _error_text(r),
+            )
+            for r in rows
+        ],
+    )
+    return OK
+
+
+def _error_text(row: dict) -> str:
+    """The error column; a heal row shows its diagnosis; a note (why no heal) follows."""
+    if row.get("kind") == "heal" and row.get("extra"):
+        try:
+            return "heal: " + str(json.loads(str(row["extra"])).get("diagnosis", ""))[:300]
+        except ValueError:
+            pass
+    return "; ".join(t for t in (str(row.get("error") or ""), _note(row)) if t)
+
+
+def _note(row: dict) -> str:
+    try:
+        extra = json.loads(str(row.get("extra") or "{}"))
+    except ValueError:
+        return ""
+    return str(extra.get("note") or "") if isinstance(extra, dict) else ""
+
+
+def cmd_next(config: Config, args: argparse.Namespace) -> int:
+    from ..core.cron import ScheduleError, parse_schedule, resolve_zone
+    from ..schedule.cache import load_task_set
+    from .render import print_json
+
+    tasks = load_task_set(config).tasks
+    task = next((t for t in tasks if t.id == args.target), None)
+    if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
+        from ..schedule.chains import next_lines
+
+        for line in next_lines(config, task, tasks, clock_from(None).now()):
+            print(line)
+        return OK
+    try:
+        zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
+        expression = task.schedule if task else args.target
+        schedule = parse_schedule(expression, zone)
+        after = parse_instant(args.after, zone) if args.after else clock_from(None).now_dt()
+    except (ScheduleError, ValueError) as exc:
+        message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
+        raise UsageError(message) from exc
+    fires = []
+    t = after
+    for _ in range(max(0, args.n)):
+        nxt = schedule.next_after(t)
+        if nxt is None:
+            break
+        fires.append(nxt.astimezone(zone))
+        t = nxt
+    if args.json:
+        print_json([f.isoformat() for f in fires])
+    else:
+        for f in fires:
+            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)"))
+        if not fires:
+            print("no further fire times")
+    return OK
+
+
+def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Problem]) -> int:
+    from ..run.environment import bypasses_claude_isolation
+    from ..schedule.cache import load_task_set
+    from .render import print_json
+
+    found = load_task_set(config)
+    tasks = found.tasks
+    problems = list(warnings) + found.problems
+    for task_id, paths in found.duplicates.items():
+        for path in paths:
+            others = ", ".join(str(p) for p in paths if p != path)
+            problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
+                                    " tick refuses to run anything until one is renamed", key="id"))
+    if any(t.after for t in tasks):  # issue 12: unknown upstreams, cycles (every file named)
+        from ..schedule.chains import check_graph
+
+        problems += check_graph(tasks, {t.id: t.enabled for t in tasks},
+                                {t.id: t.path for t in tasks})[0]
+    for task in tasks:
+        if task.command and (warning := bypasses_claude_isolation(task.command)):
+            problems.append(Problem(task.path, warning, key="command", severity="warning"))
+    for note in _claude_notes(config):
+        problems.append(Problem(config.tasks_dir, note, severity="warning"))
+    from ..claude.templates import template_problems
+
+    problems += template_problems(config)
+    errors = [p for p in problems if p.severity == "error"]
+    if args.json:
+        print_json({"tasks": len(tasks), "errors": len(errors),
+                    "problems": [p.to_json() for p in problems]})
+    else:
+        for p in problems:
+            print(p, file=sys.stderr if p.severity == "error" else sys.stdout)
+        print(f"{len(tasks)} valid task(s), {len(errors)} error(s),"
+              f" {len(problems) - len(errors)} warning(s)")
+    return PROBLEM if errors else OK
+
+
+def cmd_why(config: Config, args: argparse.Namespace) -> int:
+    from .queries import explain
+
+    task = _load_task(config, args.id)
+    at = clock_from(args.at).now()
+    state = None
+    if config.state_exists:
+        with state_store(config) as store:
+            state = store.task_state(task.id)
+    for line in explain(config, task, state, at):
+        print(line)
+    return OK
+
+
+def cmd_show(config: Config, args: argparse.Namespace) -> int:
+    from .render import print_json, short_time, status_style, table
+
+    task = _load_task(config, args.id)
+    runs: list[dict] = []
+    heals: list[dict] = []
+    state = None
+    if config.state_exists:
+        with state_store(config) as store:
+            runs = store.history(10, task.id)
+            state = store.task_state(task.id)
+            from ..selfheal.healer import heal_history
+
+            heals = heal_history(store, task.id, 3)
+    fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
+    if args.json:
+        print_json({"task": fields, "state": asdict(state) if state else None,
+                    "runs": [_history_json(r) for r in runs], "heals": heals})
+        return OK
+    for key, value in fields.items():
+        if value not in (None, "", (), [], {}):
+            print(f"{key:16} {value}")
+    if state:
+        print(f"{'failures':16} {state.consecutive_failures} in a row")
+    if runs:
+        table(None, ["run", "slot", "attempt", "kind", "status", "error"],
+              [(r["id"], short_time(r["scheduled_for"]), r["attempt"], r["kind"],
+                status_style(r["status"]), _error_text(r)) for r in runs])
+    for heal in heals:
+        print(f"\nheal #{heal['id']} ({heal['outcome']}, {short_time(heal['created_at'])}):"
+              f" {heal.get('diagnosis') or ''}")
+        if heal.get("diff"):
+            print(heal["diff"])
+    return OK
+
+
+def cmd_logs(config: Config, args: argparse.Namespace) -> int:
+    row = None
+    if config.state_exists:
+        with state_store(config) as store:
+            if args.run is not None:
+                row = store.run(args.run)
+                if row and row["task_id"] != args.id:
+                    row = None
+            else:
+                row = next((r for r in store.history(50, args.id) if r["log_path"]), None)
+    if row is None or not row.get("log_path"):
+        print(f"mdcron: no log recorded for {args.id}" + (f" run {args.run}" if args.run else ""),
+              file=sys.stderr)
+        return PROBLEM
+    path = Path(str(row["log_path"]))
+    if not path.exists():
+        print(f"mdcron: the log {path} is gone (retention?); its last lines were:",
+              file=sys.stderr)
+        print(row.get("output_tail") or "")
+        return PROBLEM
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(65536), b""):
+            sys.stdout.buffer.write(chunk)
+    return OK
+
+
+def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
+                 until: float | None = None) -> int:
+    from .actions import set_enabled
+
+    task = set_enabled(config, task_id, enabled, reason, clock_from(None).now(), until)
+    state = "enabled" if enabled else f"disabled ({reason})"
+    if until is not None:
+        state += f" until {to_dt(until).isoformat(timespec='minutes')}"
+    print(f"{task.id}: {state} in {task.path}")
+    return OK
+
+
+def cmd_enable(config: Config, args: argparse.Namespace) -> int:
+    return _set_enabled(config, args.id, True, None)
+
+
+def cmd_disable(config: Config, args: argparse.Namespace) -> int:
+    if args.until is None:
+        return _set_enabled(config, args.id, False, args.reason)
+    until = clock_from(args.until).now()  # a pause that ends by itself (pause.py)
+    return _set_enabled(config, args.id, False, "paused", until)
+
+
+def cmd_pause(config: Config, args: argparse.Namespace) -> int:
+    """Maintenance mode: every tick runs nothing until `resume`."""
+    by = args.by or os.environ.get("USER") or "someone"
+    start_maintenance(str(config.home), to_dt(clock_from(None).now()).isoformat(), by)
+    print("maintenance mode: the tick runs nothing until `scheduler.py resume`")
+    return OK
+
+
+def cmd_resume(config: Config, args: argparse.Namespace) -> int:
+    print("maintenance mode ended: the tick runs tasks again" if end_maintenance(
+        str(config.home)) else "not in maintenance mode")
+    return OK
+
+
+def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
+    from ..web.server import serve
+
+    return serve(home, args.host, args.port, args.token_file, args.allow_host or [])
+
+
+__all__ = ["USAGE"]
+
+
+def cmd_incidents(config: Config, args: argparse.Namespace) -> int:
+    from ..alerts.incidents import incident_json, incident_title, list_incidents
+    from .render import print_json, short_time, table
+
+    rows: list[dict] = []
+    if config.state_exists:
+        with state_store(config) as store:
+            rows = list_incidents(store, include_resolved=args.all)
+    if args.json:
+        print_json([incident_json(r) for r in rows])
+        return OK
+    if not rows:
+        print("no open incidents" if not args.all else "no incidents recorded")
+        return OK
+    table("incidents", ["#", "status", "task", "kind", "opened", "last seen", "count", "title"],
+          [(r["id"], r["status"], r["task_id"], r["kind"], short_time(r["opened_at"]),
+            short_time(r["last_seen"]), r["count"], incident_title(r)) for r in rows])
+    return OK
+
+
+def cmd_resolve(config: Config, args: argparse.Namespace) -> int:
+    from ..alerts.incidents import resolve
+
+    with state_store(config) as store:
+        done = resolve(store, args.incident, clock_from(None).now(), "resolved by hand")
+    if not done:
+        print(f"mdcron: no open incident #{args.incident} (see `incidents`)", file=sys.stderr)
+        return PROBLEM
+    print(f"incident #{args.incident} resolved")
+    return OK
+
+
+def cmd_comment(config: Config, args: argparse.Namespace) -> int:
+    from ..claude.comments import add_comment
+
+    task = _load_task(config, args.id)
+    author = args.author or os.environ.get("USER") or "someone"
+    with state_store(config) as store:
+        comment_id = add_comment(store, task.id, author, args.text, clock_from(None).now())
+    print(f"comment #{comment_id} on {task.id} stored; Claude reads it before the next run")
+    return OK
+
+
+def cmd_comments(config: Config, args: argparse.Namespace) -> int:
+    from ..claude.comments import thread
+    from .render import print_json, short_time
+
+    rows: list[dict] = []
+    if config.state_exists:
+        with state_store(config) as store:
+            rows = thread(store, args.id)
+    if args.json:
+        from .queries import iso
+
+        print_json([{**r, "created_at": iso(r["created_at"]),  # type: ignore[arg-type]
+                     "read_at": iso(r["read_at"])} for r in rows])  # type: ignore[arg-type]
+        return OK
+    if not rows:
+        print(f"no comments on {args.id}")
+    for r in rows:
+        print(f"#{r['id']} {short_time(r['created_at'])} {r['author']}: {r['body']}")
+        if r.get("read_at"):
+            action = f" [{r['action']}]" if r.get("action") else ""
+            print(f"    mdcron{action}: {r.get('reply') or ''}")
+        else:
+            print("    (unread)")
+    return OK
+
+
+def cmd_revert_heal(config: Config, args: argparse.Namespace) -> int:
+    from ..selfheal.healer import RevertError, revert_heal
+
+    task = _load_task(config, args.id)
+    try:
+        with state_store(config) as store:
+            restored = revert_heal(config, store, task.id, now=clock_from(None).now(),
+                                   force=args.force)
+    except RevertError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    for path in restored:
+        print(f"restored {path}")
+    return OK
+
+
+def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config: it may not load)
+    """Check the home and print what is wrong with the fix for each; exit 1 on any failure."""
+    from .doctor import print_checks, run_doctor
+    from .render import print_json
+
+    checks = run_doctor(home, dict(os.environ), clock_from(None).now())
+    if args.json:
+        print_json([c.to_json() for c in checks])
+    else:
+        print_checks(checks)
+    return PROBLEM if any(c.status == "fail" for c in checks) else OK
+
+
+def cmd_state(config: Config, args: argparse.Namespace) -> int:
+    """`state copy --to URL` (issue 11): SQLite history into a new PostgreSQL state."""
+    from ..settings.state_url import StateUrlError, mask, parse
+    from ..state.copy import CopyError, copy_state
+
+    try:
+        url = parse(args.to, os.environ)
+    except StateUrlError as exc:
+        raise UsageError(f"--to: {exc}") from None
+    try:
+        counts = copy_state(config.db_path, url, config.host_name)
+    except CopyError as exc:
+        print(f"mdcron: {exc}; nothing was copied", file=sys.stderr)
+        return USAGE
+    done = ", ".join(f"{n} {table}" for table, n in counts.items())
+    print(f"copied {done} from {config.db_path} to {mask(url)}")
+    print(f"next: set state_url: {mask(url)} in scheduler.yaml (or $MDCRON_STATE_URL) on every"
+          " host; this file is left as it was")
+    return OK
+
+
+def cmd_daemon(config: Config, args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+
+    return run_daemon(config.home, config.stop_grace, config.kill_grace, args.log_format)
+
+
+def cmd_install(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, install_cron, install_systemd, systemd_units, unit_dir
+
+    try:
+        if args.cron:
+            print(install_cron(config.home, os.environ, args.print))
+        else:
+            units = systemd_units(config.home, os.environ, args.user, args.timer,
+                                  config.stop_grace, config.kill_grace)
+            print(install_systemd(units, unit_dir(args.user, os.environ), args.user, args.print))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK
+
+
+def cmd_uninstall(config: Config, args: argparse.Namespace) -> int:
+    from .install import InstallError, uninstall_cron, uninstall_systemd, unit_dir
+
+    try:
+        if args.cron:
+            print(uninstall_cron(config.home, os.environ))
+        else:
+            print(uninstall_systemd(config.home, unit_dir(args.user, os.environ), args.user))
+    except (InstallError, OSError, subprocess.SubprocessError) as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return PROBLEM
+    return OK

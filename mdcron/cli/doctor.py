@@ -1,0 +1,552 @@
+"""What is wrong with this home, and telling someone when the tick cannot run at all.
+
+`doctor` checks the home (Python, folders and their permissions, the config, the destinations,
+the state database, the crontab line, the API key, the task files) and prints each problem
+with its fix. It only reads: it never creates, repairs or migrates anything.
+
+When the tick cannot use its own machinery (a config with errors, a state database it cannot
+open or write), the outbox in that database cannot carry the alert. `config_error_alert` and
+`store_error_alert` send a forced alert straight through apprise instead, at most once an hour
+for the same problem (a small marker file in state/, when that folder is writable), using only
+the parts of a broken config that still parse on their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..alerts.heartbeat import STALE_TICK
+from ..core.envref import ENV_REF
+from ..core.problems import Problem
+from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
+from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
+from ..state.meta import read_meta, schema_and_integrity
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .crontab_line import TickLine
+
+ALERT_EVERY = 3600.0  # the same emergency is alerted at most once an hour
+MARKER = "emergency-alert.json"  # in state/: {what: {"digest": ..., "at": ...}}
+
+
+# --------------------------------------------------------------------- emergency alerts
+
+
+def salvage_notify(home: Path, environ: Mapping[str, str]) -> NotifyConfig | None:
+    """The notification settings of a config that may not load: the whole file if it parses,
+    else each top-level block (`notify:`, `heartbeat_url:`, `timezone:`) parsed on its own, so
+    a typo elsewhere still leaves the destinations usable. None when none can be read."""
+    path = home / CONFIG_NAME
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    import yaml
+
+    raw: dict[str, object] = {}
+    try:
+        data = yaml.safe_load(text)
+        if isinstance(data, dict):
+            raw = data
+    except (yaml.YAMLError, ValueError, RecursionError):
+        for block in _top_level_blocks(text):
+            try:
+                data = yaml.safe_load(block)
+            except (yaml.YAMLError, ValueError, RecursionError):
+                continue
+            if isinstance(data, dict):
+                raw.update((k, v) for k, v in data.items() if k in ("notify", "timezone"))
+    try:
+        cfg, _ = parse_notify_config(raw, path, environ)
+    except Exception:
+        return None
+    return cfg if cfg.destinations else None
+
+
+def _top_level_blocks(text: str) -> list[str]:
+    """The file cut before each line that starts a new top-level key (column 0, not a comment)."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines(keepends=True):
+        if line[:1] not in ("", " ", "\t", "#", "\n", "\r", "-") and blocks[-1]:
+            blocks.append([])
+        blocks[-1].append(line)
+    return ["".join(b) for b in blocks if b]
+
+
+def send_now(cfg: NotifyConfig, title: str, body: str,
+             environ: Mapping[str, str]) -> list[str]:
+    """A forced alert, sent at once to the default destination (to every destination when no
+    default is set). Returns one line per destination saying what happened (secrets masked)."""
+    from ..alerts.notify import DeliveryError, send
+
+    targets = [cfg.default] if cfg.default else sorted(cfg.destinations)
+    lines = []
+    for name in targets:
+        where = f"{name!r} ({scheme_of(cfg.destinations.get(name, ''))})"
+        try:
+            send(cfg, name, title, body, environ)
+            lines.append(f"alert sent to {where}")
+        except DeliveryError as exc:
+            lines.append(f"alert to {where} failed: {exc}")
+        except Exception as exc:  # never let the error path raise
+            lines.append(f"alert to {where} failed: {type(exc).__name__}")
+    return lines
+
+
+def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
+    """Rate limit through a marker file; True (send) when it cannot be read or written."""
+    marker = state_dir / MARKER
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    try:
+        seen = json.loads(marker.read_text(encoding="utf-8"))
+        if not isinstance(seen, dict):
+            seen = {}
+    except (OSError, ValueError):
+        seen = {}
+    last = seen.get(what)
+    if (isinstance(last, dict) and last.get("digest") == digest
+            and 0 <= now - float(last.get("at", 0)) < ALERT_EVERY):
+        return False
+    seen[what] = {"digest": digest, "at": now}
+    try:
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = state_dir / f".{MARKER}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(seen, handle)
+        os.replace(tmp, marker)
+    except OSError:
+        pass
+    return True
+
+
+def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping[str, str],
+                       now: float) -> list[str]:
+    """The config has errors, so the tick stops: a forced alert listing them, sent directly.
+    Returns lines for stderr (what was sent, or why nobody could be told). Never raises."""
+    try:
+        body = ("The tick stopped before running anything: scheduler.yaml has errors.\n"
+                + "\n".join(str(p) for p in problems if p.severity == "error")
+                + "\nFix the file (`scheduler.py validate` shows the same); `scheduler.py"
+                " doctor` checks the rest.")
+        cfg = salvage_notify(home, environ)
+        if cfg is None:
+            return ["no destination could be read from the config: nobody was alerted"]
+        if not _due(home / "state", "config", body, now):
+            return ["alert already sent within the hour"]
+        return send_now(cfg, "mdcron: config error, tasks are not running", body, environ)
+    except Exception as exc:
+        return [f"could not send the config-error alert: {type(exc).__name__}"]
+
+
+def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
+                      now: float) -> list[str]:
+    """The state database cannot be used, so nothing runs (and its outbox cannot hold an
+    alert): a forced alert sent directly. Returns lines for stderr. Never raises."""
+    try:
+        from ..alerts.notify import settings
+
+        body = (f"The tick stopped before running anything: {error}\n"
+                "Run `scheduler.py doctor` for what is wrong and how to recover.")
+        cfg = settings(config)
+        if not cfg.destinations:
+            return ["no notification destination configured: nobody was alerted"]
+        if not _due(config.state_dir, "store", body, now):
+            return ["alert already sent within the hour"]
+        return send_now(cfg, "mdcron: state database unusable, tasks are not running", body,
+                        environ)
+    except Exception as exc:
+        return [f"could not send the database alert: {type(exc).__name__}"]
+
+
+# --------------------------------------------------------------------- doctor
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.name, "status": self.status, "detail": self.detail,
+                "fix": self.fix}
+
+
+def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
+    """Every check, in the order a person would fix things. Reads only."""
+    checks = [_python()]
+    checks += _folders(home)
+    config, config_checks = _config(home, environ)
+    checks += config_checks
+    checks.append(state_check(config) if config is not None and config.state_url
+                  else database_check(home))
+    checks.append(_last_tick(home, now))
+    checks += _crontab_or_daemon(home, environ, now)
+    checks.append(_api_key(home, config, environ))
+    if config is not None:
+        checks.append(_tasks(config))
+        checks += _prompts(config)
+    return checks
+
+
+def _prompts(config: Config) -> list[Check]:
+    """Which prompt template is in use (the home's own or the shipped one), and whether it
+    can be used."""
+    from ..claude.templates import PLACEHOLDERS, check_template
+
+    checks = []
+    for name in PLACEHOLDERS:
+        source, broken = check_template(config, name)
+        if broken is None:
+            checks.append(Check(f"prompt {name}", "ok", source.describe()))
+        else:
+            checks.append(Check(f"prompt {name}", "fail", f"{source.describe()}: {broken}",
+                                f"fix {source.path}, or delete it to use the shipped default"))
+    return checks
+
+
+MIN_PYTHON = (3, 11)
+
+
+def _python() -> Check:
+    version = ".".join(map(str, sys.version_info[:3]))
+    if tuple(sys.version_info[:2]) >= MIN_PYTHON:
+        return Check("python", "ok", f"Python {version} ({sys.executable})")
+    return Check("python", "fail", f"Python {version} is too old",
+                 "install Python 3.11 or newer and recreate .venv with it")
+
+
+def _private(path: Path) -> bool:
+    return stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+
+
+def _folders(home: Path) -> list[Check]:
+    if not home.is_dir():
+        return [Check("home", "fail", f"{home} is not a folder",
+                      "pass --home DIR (or set MDCRON_HOME) to the folder holding tasks/")]
+    out = []
+    tasks = home / "tasks"
+    if not tasks.is_dir():
+        out.append(Check("tasks folder", "fail", f"{tasks} does not exist",
+                         f"mkdir {tasks} and put task files (*.md) in it"))
+    else:
+        out.append(Check("tasks folder", "ok", str(tasks)))
+    exposed = []
+    for folder in (home / "state", home / "logs"):
+        if not folder.exists():
+            continue
+        for root, dirs, files in os.walk(folder):
+            for name in [*dirs, *files]:
+                path = Path(root, name)
+                try:
+                    if not path.is_symlink() and not _private(path):
+                        exposed.append(path)
+                except OSError:
+                    continue
+            if not _private(Path(root)):
+                exposed.append(Path(root))
+    if exposed:
+        shown = ", ".join(str(p) for p in sorted(set(exposed))[:5])
+        more = f" and {len(set(exposed)) - 5} more" if len(set(exposed)) > 5 else ""
+        out.append(Check("permissions", "fail",
+                         f"readable by others (state and logs may hold output and history):"
+                         f" {shown}{more}", f"chmod -R go-rwx {home / 'state'} {home / 'logs'}"))
+    else:
+        out.append(Check("permissions", "ok", "state/ and logs/ are readable by the owner only"))
+    return out
+
+
+def _config(home: Path, environ: Mapping[str, str]) -> tuple[Config | None, list[Check]]:
+    path = home / CONFIG_NAME
+    try:
+        config, warnings = load_config(home, environ)
+    except ConfigError as exc:
+        errors = "; ".join(str(p) for p in exc.problems)
+        return None, [Check("config", "fail", f"the tick stops on every run: {errors}",
+                            f"fix {path} (`scheduler.py validate` lists the same problems)")]
+    if not path.exists():
+        return config, [Check("config", "ok", f"no {CONFIG_NAME}: defaults"),
+                        Check("destinations", "warn", "no notification destination: failures"
+                              " are only in the cron log",
+                              f"add notify.destinations to {path} (see README, 'Alerts')")]
+    notes = "; ".join(p.message for p in warnings)
+    out = [Check("config", "warn" if warnings else "ok",
+                 f"{path} loads" + (f" with warnings: {notes}" if notes else ""),
+                 f"edit {path}" if warnings else "")]
+    out.append(_destinations(config, warnings, environ))
+    return config, out
+
+
+def _destinations(config: Config, warnings: Sequence[Problem],
+                  environ: Mapping[str, str]) -> Check:
+    cfg = config.notify
+    problems = [p for p in warnings if p.key and p.key.split(".")[0] in ("notify", "heartbeat_url")]
+    if not cfg.destinations:
+        return Check("destinations", "warn", "no notification destination: failures are only"
+                     " in the cron log", "add notify.destinations to scheduler.yaml")
+    bad = [p.message if not p.key else f"{p.key}: {p.message}" for p in problems]
+    try:
+        import apprise
+
+        for name, template in sorted(cfg.destinations.items()):
+            missing = [v for v in ENV_REF.findall(template) if v not in environ]
+            if missing:
+                continue  # reported by parse_notify_config as a warning already
+            url = ENV_REF.sub(lambda m: environ[m.group(1)], template)
+            if not apprise.Apprise().add(url):
+                bad.append(f"notify.destinations.{name} ({scheme_of(template)}): apprise cannot"
+                           " use this URL")
+    except ImportError:
+        bad.append("apprise is not installed: no alert can be sent")
+    names = ", ".join(f"{k} ({scheme_of(v)})" for k, v in sorted(cfg.destinations.items()))
+    if bad:
+        return Check("destinations", "fail", "; ".join(bad),
+                     "fix the URLs in scheduler.yaml and set their ${VARS} where cron runs the"
+                     " tick (e.g. at the top of the crontab); test one with `apprise -vv URL`")
+    return Check("destinations", "ok", f"{names}; default: {cfg.default or 'none'}")
+
+
+def state_check(config: Config) -> Check:
+    """A PostgreSQL state (issue 11): reachable, and at a schema this mdcron knows."""
+    from ..settings.state_url import mask
+    from ..state.pgstate import probe
+    from ..state.store import SCHEMA_VERSION
+
+    shown = mask(config.state_url or "")
+    version, error = probe(config.state_url or "")
+    if error is not None:
+        return Check("database", "fail", f"state_url {shown} cannot be reached: {error}; every"
+                     " tick stops", "start PostgreSQL or fix state_url in scheduler.yaml (or"
+                     " $MDCRON_STATE_URL): host, port, database, user and password")
+    if version and version > SCHEMA_VERSION:
+        return Check("database", "fail", f"state_url {shown}: schema {version} is newer than"
+                     f" this mdcron's ({SCHEMA_VERSION})", "upgrade mdcron on this host")
+    what = f"schema {version}" if version else "empty (the next tick creates the tables)"
+    if version:
+        from ..hosts.files import describe, differing, orphaned
+        from ..schedule.cache import load_task_set
+        from ..state.store import state_store
+
+        try:
+            with state_store(config) as store:
+                odd = [describe(t, h) for t, h in differing(store).items()]
+                odd += orphaned(store, load_task_set(config).tasks)
+        except Exception:
+            odd = []
+        if odd:
+            return Check("database", "warn", f"PostgreSQL state {shown}: " + "; ".join(odd),
+                         "sync tasks/ on every host; start the tick on the hosts named")
+    return Check("database", "ok", f"PostgreSQL state {shown} (host {config.host_name}): {what}")
+
+
+def database_check(home: Path) -> Check:
+    path = home / "state" / "mdcron.db"
+    recover = (f"stop cron, then `mv {path} {path}.broken` (the next tick starts a new one;"
+               f" history is lost) or salvage it: `sqlite3 {path}.broken .recover | sqlite3"
+               f" {path}`")
+    if not path.exists():
+        return Check("database", "warn", f"{path} does not exist yet",
+                     "the next tick creates it (tasks count as first seen then: nothing past"
+                     " runs)")
+    if _immutable(path) or _immutable(path.parent):
+        return Check("database", "fail", f"{path} (or its folder) is marked immutable: every"
+                     " tick stops", f"chattr -i {path.parent} {path}*")
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
+        return Check("database", "fail", f"{path} (or its folder) is not writable: every tick"
+                     " stops", f"chmod u+rw {path}* and u+rwx {path.parent}")
+    try:
+        db = _read_only(path)
+        try:
+            version, result = schema_and_integrity(db)
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return Check("database", "fail", f"{path} cannot be read: {exc}", recover)
+    if result != ["ok"]:
+        return Check("database", "fail", f"{path} is damaged: {'; '.join(result)}", recover)
+    from ..state.store import SCHEMA_VERSION
+
+    if version > SCHEMA_VERSION:
+        return Check("database", "fail", f"schema {version} is newer than this mdcron's"
+                     f" ({SCHEMA_VERSION})", "upgrade mdcron (git pull)")
+    return Check("database", "ok", f"{path}: integrity ok, schema {version}")
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    return sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, timeout=10)
+
+
+def _immutable(path: Path) -> bool:
+    """The immutable attribute (chattr +i) stops even root from writing."""
+    try:
+        import fcntl
+        import struct
+
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            buf = fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0))  # FS_IOC_GETFLAGS
+        finally:
+            os.close(fd)
+        return bool(struct.unpack("l", buf)[0] & 0x10)  # FS_IMMUTABLE_FL
+    except (OSError, ImportError):
+        return False
+
+
+def _last_tick(home: Path, now: float) -> Check:
+    path = home / "state" / "mdcron.db"
+    try:
+        db = _read_only(path)
+        try:
+            row = read_meta(db, "last_tick")
+        finally:
+            db.close()
+    except sqlite3.Error:
+        if path.exists():
+            return Check("last tick", "warn", "unknown: the database cannot be read",
+                         "see the database check")
+        row = None
+    if row is None:
+        return Check("last tick", "warn", "no tick recorded yet",
+                     "run `scheduler.py tick` once, and add the crontab line")
+    from ..core.units import format_duration
+
+    age = now - float(row)
+    if age > STALE_TICK:
+        return Check("last tick", "warn", f"the last tick ran {format_duration(age)} ago",
+                     "is cron running, and is the crontab line still there?")
+    return Check("last tick", "ok", f"{format_duration(max(0.0, age))} ago")
+
+
+def _crontab_or_daemon(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
+    """The crontab line, and the daemon when one runs (or died): either one starting the
+    ticks is enough."""
+    from .daemon import daemon_status
+
+    crontab = _crontab(home, environ)
+    found = daemon_status(home, now)
+    if found is None:
+        return [crontab]
+    state, detail = found
+    if state == "alive":
+        if crontab.status != "ok":
+            crontab = Check("crontab", "ok", "not needed: the daemon starts the ticks")
+        return [Check("daemon", "ok", detail), crontab]
+    fix = "start it again (`scheduler.py daemon`), or rely on the crontab line"
+    return [Check("daemon", "warn" if crontab.status == "ok" else "fail", detail, fix), crontab]
+
+
+def _crontab(home: Path, environ: Mapping[str, str]) -> Check:
+    import shutil
+    import subprocess
+
+    from .crontab_line import line_for
+
+    line = line_for(str(home), environ)
+    binary = shutil.which("crontab", path=environ.get("PATH"))
+    if binary is None:
+        return Check("crontab", "warn", "no crontab command on PATH", f"install cron; then: {line}")
+    try:
+        listed = subprocess.run([binary, "-l"], capture_output=True, text=True, timeout=10,
+                                env=dict(environ))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("crontab", "warn", f"`crontab -l` failed: {exc}", f"add: {line}")
+    return judge_crontab(listed.stdout, home, environ, line)
+
+
+def judge_crontab(listing: str, home: Path, environ: Mapping[str, str], line: str) -> Check:
+    """The crontab check from `crontab -l`'s text: each line read as the shell runs it (`cd`
+    first), so a relative interpreter or --home is resolved where the line says."""
+    from .crontab_line import parse
+
+    cron_home = environ.get("HOME")
+    ticks = [(s, t) for s in listing.splitlines() if (t := parse(s, cron_home)) is not None]
+    here = [(s, t) for s, t in ticks
+            if t.home is not None and os.path.realpath(t.home) == os.path.realpath(home)]
+    if here:
+        text, tick = here[0]
+        old = _crontab_python(tick, environ)
+        if old:
+            return Check("crontab", "fail", f"{text.strip()}: {old}",
+                         f"point the line at a Python 3.11 or newer, e.g.: {line}")
+        return Check("crontab", "ok", text.strip())
+    if ticks:
+        return Check("crontab", "warn", f"a tick line for another folder: {ticks[0][0].strip()}",
+                     f"add a line for this home (`scheduler.py install --cron` does): {line}")
+    return Check("crontab", "fail", "no crontab line runs `scheduler.py tick` for this home",
+                 f"`scheduler.py install --cron`, or `crontab -e` and add: {line}")
+
+
+def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
+    """What is wrong with the interpreter the crontab line starts, or None."""
+    import subprocess
+
+    from .crontab_line import resolve_python
+
+    if not tick.python:
+        return None
+    program = resolve_python(tick, environ)
+    try:
+        out = subprocess.run([program, "-c", "import sys; print(*sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=20,
+                             cwd=tick.cwd if tick.cwd and os.path.isdir(tick.cwd) else None,
+                             env=dict(environ))
+        major, minor = (int(x) for x in out.stdout.split())
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return f"{tick.python} cannot be started"
+    if (major, minor) < MIN_PYTHON:
+        return f"{tick.python} is Python {major}.{minor}; mdcron needs 3.11 or newer"
+    return None
+
+
+def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> Check:
+    if (environ.get("ANTHROPIC_API_KEY") or "").strip():
+        return Check("api key", "ok", "ANTHROPIC_API_KEY is set (not shown)")
+    claude = []
+    if config is not None:
+        from ..schedule.cache import load_task_set
+
+        claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
+    fix = "set ANTHROPIC_API_KEY=… at the top of the crontab (cron passes it to the tick)"
+    if claude:
+        return Check("api key", "fail", f"ANTHROPIC_API_KEY is not set: Claude tasks fail"
+                     f" ({', '.join(claude)})", fix)
+    return Check("api key", "warn", "ANTHROPIC_API_KEY is not set: no self-heal, comments stay"
+                 " unread", fix)
+
+
+def _tasks(config: Config) -> Check:
+    from ..schedule.cache import load_task_set
+
+    found = load_task_set(config)
+    tasks, duplicates = found.tasks, found.duplicates
+    errors = [p for p in found.problems if p.severity == "error"]
+    if duplicates:
+        ids = ", ".join(sorted(duplicates))
+        return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",
+                     "rename one file's id (`scheduler.py validate` shows both files)")
+    if errors:
+        return Check("task files", "warn", f"{len(tasks)} valid, {len(errors)} with errors"
+                     f" (skipped): {errors[0]}", "`scheduler.py validate` lists every problem")
+    return Check("task files", "ok", f"{len(tasks)} valid task(s)")
+
+
+def print_checks(checks: Sequence[Check]) -> None:
+    for c in checks:
+        print(f"{c.status:4} {c.name}: {c.detail}")
+        if c.fix and c.status != "ok":
+            print(f"     fix: {c.fix}")
+    failed = sum(c.status == "fail" for c in checks)
+    warned = sum(c.status == "warn" for c in checks)
+    print(f"{failed} problem(s), {warned} warning(s)")

@@ -1,0 +1,266 @@
+"""Commands: parse arguments, call one core function, print, return an exit code.
+
+Exit status: 0 fine, 1 the command found a problem, 2 usage or configuration error.
+
+Cron starts `tick` every minute and most ticks have nothing to do, so `tick` first tries the
+idle fast path (fastpath.py: stdlib only, no argparse); everything else is imported when needed.
+
+Lazy imports: the idle tick loads only this module, fastpath.py and their few stdlib modules
+(datetime and time are loaded anyway). pathlib, argparse, the command modules (commands, config,
+store, usage, doctor) and what they pull in (re, json, dataclasses, ...: ~20 ms of imports) are
+imported inside the functions, once the fast path has declined.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import datetime
+
+from ..run.procguard import make_undumpable
+from ..state import idle as fastpath
+from .pipes import guard_std_streams
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from pathlib import Path
+
+
+
+
+def default_home() -> Path:
+    """$MDCRON_HOME, else the folder holding scheduler.py (the package's parent)."""
+    from pathlib import Path
+
+    env = os.environ.get("MDCRON_HOME")
+    return Path(env) if env else Path(__file__).resolve().parents[2]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    from pathlib import Path
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", type=Path, default=argparse.SUPPRESS,
+                        help="folder with tasks/, logs/, state/ (env MDCRON_HOME)")
+    p = argparse.ArgumentParser(prog="scheduler.py", parents=[common],
+                                description="mdcron: a cron scheduler driven by Markdown files.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+
+    def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], help=help, description=help)
+
+    c = cmd("tick", "one pass: run every task that is due now")
+    c.add_argument("--now", help="evaluate as if it were this ISO-8601 instant")
+    c.add_argument("--dry-run", action="store_true", help="print what would run; change nothing")
+    c.add_argument("--exit-zero", action="store_true",
+                   help="exit 0 when a task failed (cron mails a non-zero exit); 2 still means"
+                        " the scheduler itself has a problem")
+    c.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="json: one object per line (ts, tick, level, event, task, message)")
+    c = cmd("run", "run a task now, regardless of its schedule")
+    c.add_argument("id")
+    c.add_argument("--no-chain", action="store_true",
+                   help="do not start the tasks that run after this one")
+    c = cmd("list", "tasks with schedule, state, last and next run")
+    c.add_argument("--tag")
+    c.add_argument("--json", action="store_true")
+    c.add_argument("--now", help=argparse.SUPPRESS)
+    c = cmd("history", "the most recent runs")
+    c.add_argument("-n", type=int, default=20)
+    c.add_argument("--task")
+    c.add_argument("--json", action="store_true")
+    c = cmd("next", "the next fire times of a task or a cron expression")
+    c.add_argument("target", help="a task id or a quoted schedule like '0 6 * * 1-5'")
+    c.add_argument("-n", type=int, default=5)
+    c.add_argument("--after", help="ISO-8601 instant to start from (default: now)")
+    c.add_argument("--tz", help="IANA zone for an expression (default: the config's)")
+    c.add_argument("--json", action="store_true")
+    c = cmd("validate", "check every task file and the config (exit 1 on any error)")
+    c.add_argument("--json", action="store_true")
+    c = cmd("why", "explain whether a task is due at an instant, and why")
+    c.add_argument("id")
+    c.add_argument("--at", help="ISO-8601 instant (default: now)")
+    c = cmd("show", "a task's settings, state and recent runs")
+    c.add_argument("id")
+    c.add_argument("--json", action="store_true")
+    c = cmd("logs", "print the output log of a task's latest run (or run N)")
+    c.add_argument("id")
+    c.add_argument("--run", type=int, help="run id (see history)")
+    c = cmd("enable", "enable a task (edits its file)")
+    c.add_argument("id")
+    c = cmd("disable", "disable a task (edits its file)")
+    c.add_argument("id")
+    c.add_argument("--reason", default="by_choice",
+                   choices=["by_choice", "paused", "retired", "auto_suspended"])
+    c.add_argument("--until", help="ISO-8601 instant: a pause that ends by itself (the tick"
+                   " enables the task again then)")
+    c = cmd("pause", "maintenance mode: the tick runs nothing until `resume`")
+    c.add_argument("--by", help="who paused (default: $USER)")
+    cmd("resume", "end maintenance mode")
+    c = cmd("web", "serve the dashboard (Mission Control) on http://HOST:PORT")
+    c.add_argument("--host", default="127.0.0.1")
+    c.add_argument("--port", type=int, default=8765)
+    c.add_argument("--token-file", type=Path, help="access token file (default:"
+                   " state/web-token, created 0600); required for a non-loopback --host")
+    c.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="another Host header name to accept (a reverse proxy's)")
+    c = cmd("incidents", "open incidents (suspensions, timeouts, crashed ticks, duplicate ids)")
+    c.add_argument("--all", action="store_true", help="include resolved ones")
+    c.add_argument("--json", action="store_true")
+    c = cmd("resolve", "resolve an incident by hand")
+    c.add_argument("incident", type=int)
+    c = cmd("comment", "leave a comment on a task; Claude reads it before the next run")
+    c.add_argument("id")
+    c.add_argument("text")
+    c.add_argument("--author", help="default: $USER")
+    c = cmd("comments", "a task's comments and the scheduler's replies")
+    c.add_argument("id")
+    c.add_argument("--json", action="store_true")
+    c = cmd("doctor", "check the home: permissions, database, crontab line, config,"
+            " destinations, API key; print each problem with its fix")
+    c.add_argument("--json", action="store_true")
+    c = cmd("state", "state copy --to postgresql://…: copy this home's SQLite state to an"
+            " empty PostgreSQL database (several hosts)")
+    c.add_argument("action", choices=("copy",))
+    c.add_argument("--to", required=True, metavar="URL", help="postgresql://user:pw@host/db;"
+                   " ${VAR}s are expanded")
+    c = cmd("daemon", "run a tick at the start of every minute, in the foreground (no cron"
+            " needed: containers); SIGTERM stops it")
+    c.add_argument("--log-format", choices=["text", "json"], default="text")
+    c = cmd("install", "add the tick to this user's crontab, or write systemd units")
+    how = c.add_mutually_exclusive_group(required=True)
+    how.add_argument("--cron", action="store_true", help="a crontab line (through `crontab`)")
+    how.add_argument("--systemd", action="store_true", help="systemd units")
+    c.add_argument("--user", action="store_true", help="systemd: user units (~/.config)")
+    c.add_argument("--timer", action="store_true",
+                   help="systemd: a .timer starting the tick each minute instead of the daemon")
+    c.add_argument("--print", action="store_true", help="show what it would write; change nothing")
+    c = cmd("uninstall", "remove exactly what `install` added")
+    how = c.add_mutually_exclusive_group(required=True)
+    how.add_argument("--cron", action="store_true")
+    how.add_argument("--systemd", action="store_true")
+    c.add_argument("--user", action="store_true")
+    c = cmd("revert-heal", "restore the files the task's last self-heal changed")
+    c.add_argument("id")
+    c.add_argument("--force", action="store_true", help="even if they changed since")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    make_undumpable()  # tasks of the same user cannot read our secrets in /proc/<pid>/environ
+    guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
+    argv = sys.argv[1:] if argv is None else list(argv)
+    idle = _idle_tick(argv)
+    if idle is not None:
+        return idle
+    from pathlib import Path
+
+    from ..settings.config import ConfigError, load_config
+    from ..state.store import StoreError
+    from . import commands
+    from .usage import USAGE, UsageError
+
+    args = build_parser().parse_args(argv)
+    home = Path(getattr(args, "home", None) or default_home()).resolve()
+    handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
+    if args.command in ("doctor", "web"):  # before load_config: it reports a broken config itself
+        return handler(home, args)
+    text = fastpath.config_text(str(home))  # before load_config: the cache key is these bytes
+    try:
+        config, warnings = load_config(home)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"mdcron: {problem}", file=sys.stderr)
+        print("mdcron: fix the config file; nothing was run.", file=sys.stderr)
+        if args.command == "tick" and not args.dry_run:
+            from .doctor import config_error_alert
+
+            for line in config_error_alert(home, exc.problems, dict(os.environ),
+                                           _alert_now(args)):
+                print(f"mdcron: {line}", file=sys.stderr)
+        return USAGE
+    fastpath.note_config(config, text)
+    if args.command == "validate":
+        return handler(config, args, warnings)
+    try:
+        return handler(config, args)
+    except StoreError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        if args.command == "tick" and not args.dry_run:
+            from .doctor import store_error_alert
+
+            for line in store_error_alert(config, str(exc), dict(os.environ),
+                                          _alert_now(args)):
+                print(f"mdcron: {line}", file=sys.stderr)
+        return USAGE
+    except UsageError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return USAGE
+
+
+def _alert_now(args: argparse.Namespace) -> float:
+    """The instant of an alert sent before the tick ran: its --now, as the tick's would be."""
+    from .usage import UsageError, clock_from
+
+    try:
+        return clock_from(getattr(args, "now", None)).now()
+    except UsageError:
+        return clock_from(None).now()
+
+
+def _idle_tick(argv: list[str]) -> int | None:
+    """`tick [--home DIR] [--now ISO] [--dry-run]`, spelled exactly so, through
+    fastpath.idle_tick. None for anything else (argparse then parses and reports it as always)
+    and whenever the tick may have work: then the full tick runs."""
+    if "tick" not in argv:
+        return None
+    home = when = None
+    dry_run = seen_tick = False
+    rest = iter(argv)
+    for arg in rest:
+        name, eq, value = arg.partition("=")
+        if arg == "tick" and not seen_tick:
+            seen_tick = True
+        elif arg == "--dry-run" and seen_tick and not dry_run:
+            dry_run = True
+        elif name in ("--home", "--now"):
+            value = value if eq else next(rest, "")
+            if not value or value.startswith("-") or (name == "--now" and not seen_tick):
+                return None
+            if name == "--home":
+                if home is not None:
+                    return None
+                home = value
+            elif when is not None:
+                return None
+            else:
+                when = value
+        else:
+            return None
+    if not seen_tick:
+        return None
+    started = time.monotonic()
+    if when is None:
+        now = time.time()
+    else:  # as clock.parse_instant, but a naive instant (local zone) takes the full path
+        try:
+            instant = datetime.fromisoformat(when.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if instant.utcoffset() is None:
+            return None
+        now = instant.timestamp()
+    if home is None:
+        home = os.environ.get("MDCRON_HOME") or os.path.dirname(
+            os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    try:
+        return fastpath.idle_tick(os.path.realpath(home), now, dry_run, started)
+    except Exception:  # anything unexpected: the full tick decides, and reports
+        return None
+
+
+__all__ = ["main"]

@@ -1,0 +1,174 @@
+"""Read-only views of tasks and state for the commands: list rows, `why` explanations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ..core.clock import to_dt
+from ..core.cron import decide, fires_between, resolve_zone, schedule_of
+from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
+from ..core.problems import Problem
+from ..core.units import format_duration
+from ..run.locks import holder_alive, lock_path, read_info
+from ..run.resources import describe_holders, holders
+from ..schedule.cache import View, load
+from ..schedule.chains import explain as explain_chain
+from ..schedule.chains import schedule_zone
+from ..schedule.observe import observe
+from ..schedule.once_per import last_successes, skip_reason
+from ..settings.config import Config
+from ..state.store import TaskState, state_store
+from ..tasks.task import Task
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    tasks: list[Task]
+    problems: list[Problem]
+    states: dict[str, TaskState]
+    last_runs: dict[str, dict[str, object]]
+    due: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # cache.due_hints
+
+
+def load_all(config: Config) -> Loaded:
+    """Task files through the cache (cache.py): only changed files are parsed."""
+    view = load(config)
+    return loaded_with_state(config, view, view.task_set().tasks)
+
+
+def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
+    """The tasks of a loaded cache view with their state rows and last runs (closes the view)."""
+    states: dict[str, TaskState] = {}
+    last: dict[str, dict[str, object]] = {}
+    if config.state_exists:
+        with state_store(config) as store:
+            states, last = store.task_states(), store.last_runs()
+            view.save(store)
+    view.close()
+    return Loaded(tasks, view.problems, states, last, view.due_hints(states))
+
+
+def zone_name(task: Task, config: Config) -> str:
+    return task.timezone or config.timezone or str(resolve_zone(None))
+
+
+def iso(ts: float | None) -> str | None:
+    return to_dt(ts).isoformat() if ts is not None else None
+
+
+def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
+    rows: list[dict] = []
+    held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
+    if config.resources:
+        for h in holders(config):
+            if h.info is not None:
+                held.setdefault(h.info.task_id, []).append(h.resource)
+    for task in loaded.tasks:
+        if tag and tag not in task.tags:
+            continue
+        last = loaded.last_runs.get(task.id) or {}
+        state = loaded.states.get(task.id)
+        nxt = next_fire(task, config, now, loaded.due.get(task.id))
+        info = read_info(lock_path(config.locks_dir, task.id))  # as `why`: the lock says so
+        running_since = info.started_at if info is not None and holder_alive(info) else None
+        rows.append({
+            "id": task.id,
+            "title": task.title,
+            "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
+            "timezone": zone_name(task, config),
+            "enabled": task.enabled,
+            "disabled_reason": task.disabled_reason,
+            "last_run": iso(last.get("started_at")),  # type: ignore[arg-type]
+            "last_status": last.get("status"),
+            "last_host": last.get("host"),  # issue 11: the host that ran it
+            "running_since": iso(running_since),
+            "next_run": nxt.isoformat() if nxt else None,
+            "consecutive_failures": state.consecutive_failures if state else 0,
+            "tags": list(task.tags),
+            "uses": list(task.uses),
+            "holds": held.get(task.id, []),
+            "after": list(task.after),
+            "file": str(task.path),
+            "valid": True,
+            "problem": None,
+        })
+    if tag is None:
+        invalid = {p.path for p in loaded.problems if p.severity == "error"}
+        for path in sorted(invalid):
+            first = next(p for p in loaded.problems if p.path == path and p.severity == "error")
+            rows.append({
+                "id": path.stem, "title": None, "schedule": None, "timezone": None,
+                "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
+                "last_host": None, "running_since": None,
+                "next_run": None, "consecutive_failures": 0, "tags": [], "uses": [],
+                "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
+            })
+    return rows
+
+
+def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
+    """`why`: the decision for this instant, in plain words, with what it rests on."""
+    if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
+        return explain_chain(config, task, at) + issue12_lines(config, task, at)
+    sched = schedule_of(task, config)
+    zone = sched.zone
+    at_dt = to_dt(at)
+
+    def local(dt: datetime | None) -> str:
+        return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z") if dt else "never"
+
+    where = zone_name(task, config)
+    lines = [f"{task.id} ({task.path.name}): schedule {task.schedule!r} in {where}"]
+    lines.append(f"asked about {local(at_dt)}")
+    if not task.enabled:
+        reason = f" ({task.disabled_reason})" if task.disabled_reason else ""
+        lines.append(f"not due: the task is disabled{reason}; `enable {task.id}` turns it on")
+        return lines
+    if task.hosts and config.host_name not in task.hosts:  # issue 11
+        lines.append(f"not on this host: hosts: [{', '.join(task.hosts)}] and this host is"
+                     f" {config.host_name!r} (`host:` in scheduler.yaml); one of those claims it")
+        return lines
+    state = observe(state, task, at)
+    last = to_dt(state.last_slot) if state.last_slot is not None else None
+    not_before = to_dt(state.not_before)
+    lines.append(f"last claimed slot: {local(last)}")
+    lines.append(f"first seen / enabled at: {local(not_before)}")
+    since = last or not_before
+    fires = fires_between(sched, min(since, at_dt), at_dt, limit=10)
+    if fires:
+        lines.append("fire times since then: " + ", ".join(local(f) for f in fires))
+    else:
+        lines.append("no fire time between then and now")
+    catchup = task.catchup if task.catchup is not None else config.catchup
+    decision = decide(sched, now=at_dt, last_slot=last, not_before=not_before, catchup=catchup)
+    verdict = {"run": "due: runs", "skip": "skipped", "wait": "not due"}[decision.action]
+    reason = decision.reason
+    same = decision.action == "wait" and reason.startswith("not due")
+    lines.append(f"decision: {reason}" if same else f"decision: {verdict} — {reason}")
+    if decision.action == "run" and decision.missed:
+        lines.append(f"({decision.missed} earlier missed fire(s) coalesce into this one run)")
+    info = read_info(lock_path(config.locks_dir, task.id))
+    if holder_alive(info) and info is not None:
+        held = format_duration(max(0.0, at - info.started_at))
+        lines.append(f"locked: a run started {held} ago is still going; a new slot is skipped")
+    lines.append(f"next fire: {local(decision.next_fire)}")
+    return lines + issue12_lines(config, task, at)
+
+
+def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
+    """`why` for issue 12: the resources a task uses and who holds them."""
+    lines = []
+    if task.uses:
+        lines += [f"uses {line} (on_busy: {task.on_busy})"
+                  for line in describe_holders(config, task)]
+    if task.once_per:
+        last = None
+        if config.state_exists:
+            with state_store(config) as store:
+                last = last_successes(store, [task.id], at).get(task.id)
+        reason = skip_reason(at, last, schedule_zone(task, config), task.once_per)
+        lines.append(f"once_per: {task.once_per}: " + (
+            f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
+            f"no success yet this {task.once_per}: slots run until one succeeds"))
+    return lines

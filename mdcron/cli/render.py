@@ -1,0 +1,46 @@
+"""Human output: rich tables (imported only by the commands that print them) and plain lines."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..core.clock import to_dt
+
+
+def print_json(value: object) -> None:
+    json.dump(value, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    # lazy: rich (~40 ms) only for a table
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for col in columns:
+        t.add_column(col, overflow="fold", no_wrap=col in ("id", "task", "run", "status"))
+    for row in rows:
+        t.add_row(*("" if v is None else str(v) for v in row))
+    # Piped output (no terminal) gets a generous width rather than rich's 80 columns.
+    Console(width=shutil.get_terminal_size((160, 24)).columns).print(t)
+
+
+def short_time(value: str | float | None, zone: object = None) -> str:
+    """An ISO string or Unix seconds, shown in local (or the given) time, minute precision."""
+    if value is None:
+        return "—"
+    dt = to_dt(value) if isinstance(value, (int, float)) else datetime.fromisoformat(value)
+    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M")  # type: ignore[arg-type]
+
+
+def status_style(status: object) -> str:
+    colours = {"success": "green", "failed": "red", "timeout": "red", "crashed": "magenta",
+               "skipped": "yellow", "running": "cyan"}
+    s = str(status) if status else "—"
+    colour = colours.get(s)
+    return f"[{colour}]{s}[/{colour}]" if colour else s

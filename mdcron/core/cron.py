@@ -1,0 +1,531 @@
+"""Schedule maths: cron, macros, @every, @at; time zones, DST, due-ness. Pure: `now` comes in.
+
+Forms (parse_schedule):
+  five-field cron  `0 6 * * 1-5`: numbers, names (jan, mon), ranges, steps, lists. When both
+                   day fields are restricted a day matches either; when one starts with `*`,
+                   both must match (Vixie/Debian cron).
+  macros           @hourly @daily @midnight @weekly @monthly @yearly @annually
+  interval         `@every 15m`: fires at whole multiples of the interval since the Unix epoch
+                   (1970-01-01T00:00Z). Stateless, elapsed time; the zone and DST play no part.
+  one-shot         `@at 2026-12-01T09:00`: once. With an offset it is that instant; without one
+                   it is wall time in the zone, placed like a fixed-time cron fire (below).
+
+DST policy (Debian cron's, also cronsim's). A cron job is *fixed-time* unless its minute or
+its hour field starts with `*` (so @hourly is not fixed, @daily is). Each matching wall time w:
+  - w occurs once: the fire is that instant.
+  - w is skipped by a spring-forward gap: a fixed-time job fires once at the transition instant,
+    the first real instant after the gap (several w in one gap make one fire); any other job
+    does not fire.
+  - w occurs twice (fall back): a fixed-time job fires in the first pass only; any other job
+    fires in both passes.
+Fire times come out as aware UTC datetimes, sorted and unique. Cron fields are matched by
+croniter in naive wall-clock time (imported lazily); wall times are mapped to instants here.
+Assumption: a zone's offset changes by less than 3 h at a time and not twice within 3 h.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import struct
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from zoneinfo import ZoneInfo
+
+from mdcron.core.units import DurationError, format_duration, parse_duration
+
+if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
+    from mdcron.settings.config import Config
+    from mdcron.tasks.task import Task
+
+_MARGIN = timedelta(hours=3)  # bound on an offset change; see the module docstring
+_MINUTE = timedelta(minutes=1)
+_SECOND = timedelta(seconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SCAN_LIMIT = 20_000  # matching wall times one scan may pass over; never reached in practice
+_MISSED_CAP = 1000
+
+_MACROS = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+_FORMS = ("five cron fields like '0 6 * * 1-5', a macro like @daily, '@every 15m' or "
+          "'@at 2026-12-01T09:00'")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# (name, lowest, highest, names -> numbers, what is allowed)
+_FIELDS: tuple[tuple[str, int, int, dict[str, int], str], ...] = (
+    ("minute", 0, 59, {}, "0-59"),
+    ("hour", 0, 23, {}, "0-23"),
+    ("day-of-month", 1, 31, {}, "1-31"),
+    ("month", 1, 12, {n: i for i, n in enumerate(_MONTHS, 1)}, "1-12 or jan-dec"),
+    ("day-of-week", 0, 7, {n: i for i, n in enumerate(_DAYS)}, "0-7 or sun-sat"),
+)
+_ITEM = re.compile(r"(\*|[0-9a-z]+)(?:-([0-9a-z]+))?(?:/([0-9]+))?", re.IGNORECASE)
+
+
+class ScheduleError(ValueError):
+    """A schedule or time zone that cannot be used; the message says what would be right."""
+
+
+# ---------------------------------------------------------------- time zones
+
+
+@lru_cache(maxsize=64)
+def resolve_zone(name: str | None) -> tzinfo:
+    """ZoneInfo for an IANA name; None means the system's zone: $TZ if set and valid (a leading
+    ':' is ignored), else the target of the /etc/localtime symlink, else /etc/timezone, else UTC.
+    Cached, so the system zone is read once per process."""
+    if name is not None:
+        zone = _zone_or_none(name)
+        if zone is None:
+            raise ScheduleError(f"unknown time zone {name!r}; use an IANA name like Europe/Riga")
+        return zone
+    candidates = [os.environ.get("TZ", "").removeprefix(":")]
+    try:
+        candidates.append(os.readlink("/etc/localtime"))
+    except OSError:
+        pass
+    try:
+        with open("/etc/timezone", encoding="utf-8") as f:
+            candidates.append(f.read().strip())
+    except OSError:
+        pass
+    for candidate in candidates:
+        zone = _zone_or_none(candidate.rpartition("zoneinfo/")[2] if "zoneinfo/" in candidate
+                             else candidate)
+        if zone is not None:
+            return zone
+    return UTC
+
+
+def _zone_or_none(name: str) -> ZoneInfo | None:
+    if not name or ".." in name or name.startswith("/"):
+        return None
+    try:
+        return ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        return None
+
+
+def _as_utc(t: datetime) -> datetime:
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise ValueError(f"expected a timezone-aware datetime, got naive {t.isoformat()}")
+    return t.astimezone(UTC)
+
+
+def _offsets(wall: datetime, zone: tzinfo) -> tuple[timedelta, timedelta]:
+    """UTC offsets of a naive wall time read with fold=0 and fold=1 (PEP 495): equal if it
+    occurs once, first > second if it occurs twice, first < second if it falls in a gap."""
+    first = wall.replace(tzinfo=zone, fold=0).utcoffset()
+    second = wall.replace(tzinfo=zone, fold=1).utcoffset()
+    assert first is not None and second is not None
+    return first, second
+
+
+def _first_pass(wall: datetime, zone: tzinfo, fixed: bool) -> datetime | None:
+    """The first instant showing `wall`; in a gap: the transition instant if `fixed`, else None."""
+    before, after = _offsets(wall, zone)
+    if before >= after:
+        return (wall - before).replace(tzinfo=UTC)
+    if not fixed:
+        return None
+    # The jump lies in (wall - after, wall - before]; bisect to the second.
+    lo, hi = (wall - after).replace(tzinfo=UTC), (wall - before).replace(tzinfo=UTC)
+    while hi - lo > _SECOND:
+        mid = lo + timedelta(seconds=int((hi - lo).total_seconds()) // 2)
+        if mid.astimezone(zone).utcoffset() == before:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _last_pass(wall: datetime, zone: tzinfo) -> datetime | None:
+    """The last instant showing `wall` (the second pass if it repeats); None in a gap."""
+    before, after = _offsets(wall, zone)
+    return (wall - after).replace(tzinfo=UTC) if before >= after else None
+
+
+# ---------------------------------------------------------------- schedules
+
+
+class Schedule(Protocol):
+    """A parsed schedule. Fire times are aware UTC datetimes; arguments must be aware."""
+
+    @property
+    def expression(self) -> str: ...  # as written (outer whitespace stripped)
+    @property
+    def zone(self) -> tzinfo: ...
+    @property
+    def fixed_time(self) -> bool: ...  # follows the fixed-time DST policy (module docstring)
+
+    def next_after(self, t: datetime) -> datetime | None:
+        """The first fire strictly after t; None if it never fires again."""
+        ...
+
+    def latest_at_or_before(self, t: datetime) -> datetime | None:
+        """The latest fire at or before t; None if there is none."""
+        ...
+
+
+def _croniter(spec: str, day_or: bool) -> Any:
+    """A croniter over naive wall time, reused per (spec, thread): building one costs ~0.1 ms.
+    Stateful, so every scan repositions it first."""
+    return _croniter_for(spec, day_or, threading.get_ident())
+
+
+def _load_croniter() -> None:
+    """Import croniter without its import-time 32-bit probe running `file -b <python>` (a
+    fork+exec through platform.architecture, 15-90 ms per tick on a 2-core machine): while it
+    imports, platform.architecture answers from the pointer size, the probe's own first test."""
+    if "croniter" in sys.modules:
+        return
+    import platform  # lazy: only while croniter loads (which imports it anyway)
+
+    real = platform.architecture
+    platform.architecture = lambda *_a, **_k: (f"{struct.calcsize('P') * 8}bit", "")
+    try:
+        # lazy: croniter + dateutil (~15 ms), only when a cron expression is stepped
+        import croniter  # noqa: F401
+    finally:
+        platform.architecture = real
+
+
+@lru_cache(maxsize=512)
+def _croniter_for(spec: str, day_or: bool, thread: int) -> Any:
+    _load_croniter()
+    from croniter import croniter  # lazy: croniter (~15 ms), see _load_croniter
+
+    return croniter(spec, datetime(2000, 1, 1), day_or=day_or)
+
+
+@dataclass(frozen=True, slots=True)
+class CronSchedule:
+    """Five-field cron (or a macro) under the DST policy in the module docstring."""
+
+    expression: str
+    zone: tzinfo
+    fixed_time: bool
+    spec: str  # canonical five fields for croniter: '*' or sorted number lists
+    day_or: bool  # day-of-month OR day-of-week (both restricted), else AND
+
+    def next_after(self, t: datetime) -> datetime | None:
+        t = _as_utc(t)
+        local = t.astimezone(self.zone)
+        wall = local.replace(tzinfo=None)
+        # First passes (and gap fires) rise with the wall time, so walls <= wall(t) are done.
+        best = self._scan(wall, t, True, lambda w: _first_pass(w, self.zone, self.fixed_time))
+        if self.fixed_time:
+            return best
+        # Second passes matter only in or just before a repeated hour.
+        quiet = local.utcoffset() == (t + _MARGIN).astimezone(self.zone).utcoffset()
+        if local.fold or not quiet:
+            start = wall if quiet else wall - _MARGIN
+            second = self._scan(start, t, True, lambda w: _last_pass(w, self.zone))
+            if second is not None and (best is None or second < best):
+                best = second
+        return best
+
+    def latest_at_or_before(self, t: datetime) -> datetime | None:
+        t = _as_utc(t)
+        local = t.astimezone(self.zone)
+        wall = local.replace(tzinfo=None)
+        # In a second pass, walls above wall(t) up to the fold's top already had their first pass.
+        start = wall + _MARGIN if local.fold else wall
+        best = self._scan(start, t, False, lambda w: _first_pass(w, self.zone, self.fixed_time))
+        if not self.fixed_time:
+            second = self._scan(wall, t, False, lambda w: _last_pass(w, self.zone))
+            if second is not None and (best is None or second > best):
+                best = second
+        return best
+
+    def _scan(self, start: datetime, t: datetime, up: bool,
+              instant: Callable[[datetime], datetime | None]) -> datetime | None:
+        """Walk matching wall times from `start` (up: those > start; down: those <= start) and
+        return the first instant(w) beyond t (up: > t; down: <= t). `instant` must be
+        monotone in w, which first and last passes are."""
+        _load_croniter()
+        from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), see _load_croniter
+
+        it = _croniter(self.spec, self.day_or)
+        it.set_current(start if up else start.replace(second=0, microsecond=0) + _MINUTE)
+        step = it.get_next if up else it.get_prev
+        for _ in range(_SCAN_LIMIT):
+            try:
+                w = step(datetime)
+            except (CroniterBadDateError, OverflowError):
+                return None
+            u = instant(w)
+            if u is not None and (u > t if up else u <= t):
+                return u
+        raise RuntimeError(f"schedule scan for {self.expression!r} did not converge")
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalSchedule:
+    """`@every <duration>`: fires at every whole multiple of `every` since the Unix epoch (UTC).
+    Elapsed time, so DST and the zone play no part; no state, so restarts do not shift it."""
+
+    expression: str
+    zone: tzinfo
+    every: timedelta
+    fixed_time: bool = False
+
+    def next_after(self, t: datetime) -> datetime | None:
+        return _EPOCH + ((_as_utc(t) - _EPOCH) // self.every + 1) * self.every
+
+    def latest_at_or_before(self, t: datetime) -> datetime | None:
+        return _EPOCH + ((_as_utc(t) - _EPOCH) // self.every) * self.every
+
+
+@dataclass(frozen=True, slots=True)
+class OneShotSchedule:
+    """`@at <ISO date-time>`: a single fire at `at` (UTC)."""
+
+    expression: str
+    zone: tzinfo
+    at: datetime
+    fixed_time: bool = True
+
+    def next_after(self, t: datetime) -> datetime | None:
+        return self.at if self.at > _as_utc(t) else None
+
+    def latest_at_or_before(self, t: datetime) -> datetime | None:
+        return self.at if self.at <= _as_utc(t) else None
+
+
+_SCHEDULES: dict[tuple[str, str | None], Schedule] = {}
+
+
+def schedule_of(task: Task, config: Config) -> Schedule:
+    """The task's schedule in its zone (its own, else the config's). Cached per process:
+    parsing a cron expression is the costly part."""
+    zone_name = task.timezone or config.timezone
+    key = (task.schedule, zone_name)
+    found = _SCHEDULES.get(key)
+    if found is None:
+        found = _SCHEDULES[key] = parse_schedule(task.schedule, resolve_zone(zone_name))
+    return found
+
+
+def next_fire(task: Task, config: Config, now: float,
+              due: tuple[float, float | None] | None = None) -> datetime | None:
+    """The task's first fire after now (None for a disabled task or a chain). `due`: the
+    cache's (floor, next_due), the first fire after floor: when floor <= now < next_due it is
+    also the first fire after now."""
+    if not task.enabled or task.after:  # a chain has no fire times of its own
+        return None
+    if due is not None:
+        floor, first = due
+        if floor <= now and (first is None or now + 1e-6 < first):
+            return datetime.fromtimestamp(first, UTC) if first is not None else None
+    return schedule_of(task, config).next_after(datetime.fromtimestamp(now, UTC))
+
+
+def parse_schedule(expression: str, zone: tzinfo) -> Schedule:
+    """A Schedule for a cron line, macro, `@every <duration>` or `@at <date-time>`."""
+    text = expression.strip()
+    if not text:
+        raise ScheduleError(f"empty schedule; expected {_FORMS}")
+    word, rest = [*text.split(maxsplit=1), ""][:2]
+    word = word.lower()
+    if word == "@reboot":
+        raise ScheduleError("@reboot is not supported: mdcron runs from a tick every minute and "
+                            "cannot tell when the machine started; use a cron time or @at")
+    if word == "@every":
+        return IntervalSchedule(text, zone, _parse_interval(text, rest))
+    if word == "@at":
+        return OneShotSchedule(text, zone, _parse_at(text, rest, zone))
+    if word in _MACROS and not rest:
+        return _parse_cron(text, _MACROS[word], zone)
+    if word.startswith("@"):
+        known = ", ".join([*_MACROS, "@every", "@at"])
+        raise ScheduleError(f"unknown schedule {text!r}; known forms: {known}")
+    return _parse_cron(text, text, zone)
+
+
+def _parse_interval(text: str, rest: str) -> timedelta:
+    try:
+        seconds = parse_duration(rest)
+    except DurationError as e:
+        raise ScheduleError(f"bad schedule {text!r}: {e}") from None
+    if seconds < 60:
+        raise ScheduleError(f"bad schedule {text!r}: the interval must be at least 1m")
+    if seconds != int(seconds):
+        raise ScheduleError(f"bad schedule {text!r}: the interval must be a whole number of "
+                            "seconds")
+    return timedelta(seconds=int(seconds))
+
+
+def _parse_at(text: str, rest: str, zone: tzinfo) -> datetime:
+    try:
+        at = datetime.fromisoformat(rest)
+    except ValueError:
+        at = None
+    if at is None or not re.search(r"\d[T ]\d", rest):
+        raise ScheduleError(f"bad schedule {text!r}: expected an ISO date-time like "
+                            "'@at 2026-12-01T09:00' (optionally with an offset like +02:00)")
+    if at.tzinfo is not None:
+        return at.astimezone(UTC)
+    instant = _first_pass(at, zone, fixed=True)  # wall time, placed like a fixed-time fire
+    assert instant is not None
+    return instant
+
+
+def _bad(text: str, problem: str) -> ScheduleError:
+    return ScheduleError(f"bad cron expression {text!r}: {problem}")
+
+
+def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
+    fields = cron.split()
+    if len(fields) != 5:
+        extra = "; seconds and years are not supported" if len(fields) in (6, 7) else ""
+        raise _bad(text, f"expected five fields (minute hour day-of-month month day-of-week), "
+                         f"got {len(fields)}{extra}")
+    values = [_parse_field(text, field, index) for index, field in enumerate(fields)]
+    values[4] = frozenset(0 if v == 7 else v for v in values[4])  # 7 is Sunday too
+    canon = [_canon(v, i) for i, v in enumerate(values)]
+    day_stars = fields[2].startswith("*") or fields[4].startswith("*")
+    if not day_stars and "*" in (canon[2], canon[4]):
+        canon[2] = canon[4] = "*"  # OR with an unrestricted side: every day
+    spec = " ".join(canon)
+    _load_croniter()
+    from croniter import CroniterBadDateError, CroniterError  # lazy: as in _croniter_for
+
+    try:
+        it = _croniter(spec, not day_stars)
+        it.set_current(datetime(2000, 1, 1))
+        it.get_next(datetime)
+    except CroniterBadDateError:
+        raise _bad(text, "it never fires (no such date in any year)") from None
+    except CroniterError as e:
+        raise _bad(text, str(e)) from None
+    fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
+    return CronSchedule(text, zone, fixed, spec, not day_stars)
+
+
+def _parse_field(text: str, field: str, index: int) -> frozenset[int]:
+    name, lo, hi, names, _ = _FIELDS[index]
+    values: set[int] = set()
+    for item in field.split(","):
+        m = _ITEM.fullmatch(item)
+        if not m or (m[1] == "*" and m[2]):
+            raise _bad(text, f"cannot read {name} {item!r}; use numbers"
+                             f"{' or names' if names else ''}, ranges (1-5), steps (*/15) "
+                             f"and lists (1,15)")
+        start = lo if m[1] == "*" else _value(text, m[1], index)
+        end = _value(text, m[2], index) if m[2] else hi if m[1] == "*" or m[3] else start
+        step = int(m[3]) if m[3] else 1
+        if step < 1:
+            raise _bad(text, f"{name} step must be at least 1")
+        if start > end:
+            raise _bad(text, f"{name} range {m[1]}-{m[2]} runs backwards; put the smaller first")
+        values.update(range(start, end + 1, step))
+    return frozenset(values)
+
+
+def _value(text: str, token: str, index: int) -> int:
+    name, lo, hi, names, allowed = _FIELDS[index]
+    hint = f"{name} must be {allowed}"
+    if token.isdigit():
+        if not lo <= int(token) <= hi:
+            raise _bad(text, hint)
+        return int(token)
+    if token.lower() in names:
+        return names[token.lower()]
+    if names:
+        raise _bad(text, f"unknown {name} name {token!r}; use {', '.join(names)}")
+    raise _bad(text, f"{name} {token!r} is not a number; {hint}")
+
+
+def _canon(values: frozenset[int], index: int) -> str:
+    _, lo, hi, _, _ = _FIELDS[index]
+    full = set(range(lo, 7 if index == 4 else hi + 1))
+    return "*" if values == full else ",".join(map(str, sorted(values)))
+
+
+def fires_between(schedule: Schedule, after: datetime, until: datetime,
+                  limit: int = 20) -> list[datetime]:
+    """Fires in (after, until], earliest first, at most `limit`."""
+    fires: list[datetime] = []
+    until = _as_utc(until)
+    fire = schedule.next_after(after)
+    while fire is not None and fire <= until and len(fires) < limit:
+        fires.append(fire)
+        fire = schedule.next_after(fire)
+    return fires
+
+
+# ---------------------------------------------------------------- due-ness
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Literal["run", "skip", "wait"]
+    slot: datetime | None  # the fire concerned (run/skip); for wait, None
+    reason: str  # plain words for `why` and logs
+    next_fire: datetime | None  # first fire strictly after now
+    missed: int = 0  # earlier fires after last_slot coalesced into this slot (capped at 1000)
+
+
+def _show(t: datetime | None, zone: tzinfo) -> str:
+    if t is None:
+        return "none"
+    local = t.astimezone(zone)
+    return local.strftime("%Y-%m-%d %H:%M:%S %Z" if local.second else "%Y-%m-%d %H:%M %Z")
+
+
+def decide(schedule: Schedule, *, now: datetime, last_slot: datetime | None,
+           not_before: datetime | None, catchup: float) -> Decision:
+    """Whether to run now, given the last claimed slot.
+
+    The slot is the latest fire at or before now. Not due if there is none, if it is not after
+    last_slot, or if it is before not_before (when the task was first seen or re-enabled).
+    A late slot runs if lateness <= catchup seconds (math.inf: always); a slot less than 60 s
+    late is on time and always runs (catchup 0: on time only). Too late: skip, and the slot is
+    spent. Earlier fires after last_slot (and at or after not_before) coalesce into the run;
+    `missed` counts them."""
+    if math.isnan(catchup) or catchup < 0:
+        raise ValueError(f"catchup must be >= 0 seconds or math.inf, got {catchup!r}")
+    now = _as_utc(now)
+    zone = schedule.zone
+    latest = schedule.latest_at_or_before(now)
+    next_fire = schedule.next_after(now)
+    upcoming = f"next fire {_show(next_fire, zone)}"
+    if latest is None or (last_slot is not None and latest <= last_slot):
+        return Decision("wait", None, f"not due: last slot {_show(last_slot, zone)}, {upcoming}",
+                        next_fire)
+    if not_before is not None and latest < not_before:
+        return Decision("wait", None, f"not due: the fire at {_show(latest, zone)} is before "
+                        f"{_show(not_before, zone)}, when the task was first seen or re-enabled;"
+                        f" {upcoming}", next_fire)
+    lateness = (now - latest).total_seconds()
+    if lateness >= 60 and lateness > catchup:
+        allows = format_duration(catchup) if catchup else "no catch-up (on time only, under 1m)"
+        return Decision("skip", latest, f"missed by {format_duration(lateness)}; catchup allows "
+                        f"{allows}; {upcoming}", next_fire)
+    floors = [_as_utc(last_slot)] if last_slot else []
+    if not_before is not None:
+        floors.append(_as_utc(not_before) - timedelta(microseconds=1))  # a fire at it counts
+    missed = 0
+    if floors:
+        fire = schedule.next_after(max(floors))
+        while fire is not None and fire < latest and missed < _MISSED_CAP:
+            missed += 1
+            fire = schedule.next_after(fire)
+    late = f", {format_duration(lateness)} late" if lateness >= 60 else ""
+    coalesced = f"; {missed} earlier fire(s) coalesced" if missed else ""
+    return Decision("run", latest, f"due: fire at {_show(latest, zone)}{late}{coalesced}",
+                    next_fire, missed)

@@ -1,0 +1,136 @@
+"""Each host's copy of each task file, and when each host last ticked (issue 11).
+
+People keep the hosts' `tasks/` in sync by hand, with git or a shared folder, and a copy that
+differs runs differently. Every full tick of a host with a PostgreSQL state records the SHA-256
+of its copies in task_files, and every tick (the idle one in its single query) its time in
+hosts; neither table has a trigger, so this never sends another host's idle tick down the full
+path. `list` and `doctor` name the tasks whose copies differ, and the tasks whose `hosts:` have
+all stopped ticking (they run nowhere)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+
+def record(store, files: Iterable[tuple[str, str]], now: float) -> None:
+    """files: (task id, path) of this host's valid task files. Writes only what changed."""
+    mine = {r[0]: r[1] for r in store.connect().execute(
+        "SELECT task_id, sha256 FROM task_files WHERE host = ?", (store.host,)).fetchall()}
+    seen, changed = set(), []
+    for task_id, path in files:
+        try:
+            with open(path, "rb") as handle:
+                digest = hashlib.sha256(handle.read()).hexdigest()
+        except OSError:
+            continue
+        seen.add(task_id)
+        if mine.get(task_id) != digest:
+            changed.append((task_id, store.host, digest, now))
+    gone = [(t, store.host) for t in mine if t not in seen]
+    if changed or gone:
+        with store.write() as db:
+            db.executemany("INSERT INTO task_files(task_id, host, sha256, seen_at)"
+                           " VALUES (?, ?, ?, ?) ON CONFLICT(task_id, host) DO UPDATE SET"
+                           " sha256 = excluded.sha256, seen_at = excluded.seen_at", changed)
+            db.executemany("DELETE FROM task_files WHERE task_id = ? AND host = ?", gone)
+
+
+def differing(store) -> dict[str, dict[str, str]]:
+    """task id -> {host: short hash} for the tasks whose hosts' copies are not all alike."""
+    by_task: dict[str, dict[str, str]] = {}
+    for task_id, host, digest in store.connect().execute(
+            "SELECT task_id, host, sha256 FROM task_files ORDER BY task_id, host").fetchall():
+        by_task.setdefault(task_id, {})[host] = digest[:8]
+    return {t: hosts for t, hosts in by_task.items() if len(set(hosts.values())) > 1}
+
+
+def describe(task_id: str, hosts: dict[str, str]) -> str:
+    copies = ", ".join(f"{h} ({d})" for h, d in hosts.items())
+    return (f"{task_id}: the hosts' copies of its file differ: {copies}; sync tasks/ on every"
+            " host (git pull, or a shared folder)")
+
+
+DEAD_AFTER = 300.0  # seconds without a tick before a host counts as gone
+
+
+def seen(store) -> None:
+    """This host ticked now (the database's clock); the idle tick does it in its one query."""
+    with store.write() as db:
+        db.execute("INSERT INTO hosts(name, seen_at) VALUES (?,"
+                   " extract(epoch FROM clock_timestamp())) ON CONFLICT(name) DO UPDATE SET"
+                   " seen_at = excluded.seen_at", (store.host,))
+        # a task alerted as running nowhere that names this host runs somewhere again
+        db.execute("DELETE FROM meta WHERE key LIKE ? AND ',' || value || ',' LIKE ?",
+                   (ALERTED + "%", f"%,{store.host},%"))
+
+
+ALERTED = "orphaned:"  # meta key prefix: task id -> its hosts (comma-joined) when alerted
+
+
+def alert_orphaned(store, config, tasks, now: float, say) -> None:
+    """Due tasks none of whose hosts ticks: a line in the tick log, and one alert per task
+    until that changes (a host of it ticks again, or its `hosts:` change): the meta row
+    orphaned:<id> is claimed by check-and-set, so one host sends it, once. The idle tick
+    (pgidle.unchanged) holds only while these rows agree with the hosts' liveness."""
+    from ..alerts.notify import Alert, enqueue
+
+    keys = dict(store.connect().execute(
+        "SELECT key, value FROM meta WHERE key LIKE ?", (ALERTED + "%",)).fetchall())
+    for task, line in zip(tasks, orphaned(store, tasks, keep=True), strict=True):
+        key, sig = ALERTED + task.id, ",".join(task.hosts)
+        if not line:
+            if key in keys:  # it runs again: a later loss of its hosts alerts anew
+                with store.write() as db:
+                    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            continue
+        say(line)
+        if keys.get(key) == sig:
+            continue  # said already, by this host or another
+        with store.write() as db:
+            won = db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO"
+                             " UPDATE SET value = excluded.value WHERE meta.value !="
+                             " excluded.value RETURNING key", (key, sig)).fetchone()
+        if won:
+            enqueue(store, config, Alert("orphaned", task.id, f"mdcron: {task.id} runs nowhere",
+                                         line, destination=task.notify_to), now)
+
+
+def orphaned_state(here: str, ages: dict[str, float], elsewhere: dict[str, list[str]],
+                   alerted: dict[str, str]) -> bool:
+    """Pure: the alert rows agree with the hosts' liveness (seconds since each host's last
+    tick) for each due task that runs elsewhere, and none names this host, so neither
+    alert_orphaned nor seen would write anything."""
+    if any(here in hosts.split(",") for hosts in alerted.values()):
+        return False
+    for task_id, hosts in elsewhere.items():
+        dead = all(ages.get(h, float("inf")) > DEAD_AFTER for h in hosts)
+        if alerted.get(task_id) != (",".join(hosts) if dead else None):
+            return False
+    return True
+
+
+def orphaned(store, tasks, keep: bool = False) -> list[str]:
+    """Lines for the tasks whose `hosts:` have all stopped ticking: they run nowhere.
+    `keep`: one entry per task, '' for the others."""
+    rows = store.connect().execute(
+        "SELECT name, extract(epoch FROM clock_timestamp()) - seen_at FROM hosts").fetchall()
+    age = {name: float(a) for name, a in rows}
+    out = []
+    for task in tasks:
+        if task.hosts and task.enabled and all(age.get(h, float("inf")) > DEAD_AFTER
+                                               for h in task.hosts):
+            last = ", ".join(f"{h} ({_ago(age.get(h))})" for h in task.hosts)
+            out.append(f"{task.id}: none of its hosts ticks any more: {last}; it runs nowhere"
+                       " until one does (or add a live host to its hosts:)")
+        elif keep:
+            out.append("")
+    return out
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never seen"
+    from ..core.units import format_duration
+
+    return f"last tick {format_duration(seconds)} ago"

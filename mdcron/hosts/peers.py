@@ -1,0 +1,105 @@
+"""What one host's runs and suspensions mean for the others (issue 11).
+
+A run in progress on another host keeps this host from starting the same task: lease.py (a
+lease row with a fence, expiry by the database's clock, renewed by the tick). When a host comes
+back and finds its run taken over, it kills its own stale process group: kill_taken_over.
+
+A suspension by the ladder on one host is recorded in task_state (suspended_at, suspended_by)
+and holds on every host until the task is enabled again: honour_suspensions.
+
+Before a host claims anything, its clock is compared with the database's: check_clock.
+"""
+
+from __future__ import annotations
+
+from ..core.clock import to_dt
+from ..state.store import Store
+from ..tasks.task import Task
+
+
+def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
+    """The due tasks this host may run: a task the ladder suspended on some host (its file
+    there now says enabled: false) stays suspended here too, though this host's copy of the
+    file may still say enabled: true, until it is enabled again: `enable` on any host (clears
+    it), or its file edited after the suspension (this host clears it for every host)."""
+    rows = {r[0]: (float(r[1]), r[2]) for r in store.connect().execute(
+        "SELECT task_id, suspended_at, suspended_by FROM task_state"
+        " WHERE suspended_at IS NOT NULL").fetchall()}
+    if not rows:
+        return tasks
+    keep = []
+    for task in tasks:
+        if task.id not in rows:
+            keep.append(task)
+            continue
+        at, by = rows[task.id]
+        try:
+            edited = task.path.stat().st_mtime > at
+        except OSError:
+            edited = False
+        if edited:
+            with store.write() as db:
+                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
+                           " WHERE task_id = ? AND suspended_at = ?", (task.id, at))
+            say(f"{task.id}: its file changed after the suspension on host {by}: enabled again")
+            keep.append(task)
+        else:
+            say(f"{task.id}: suspended on host {by} at {to_dt(at):%Y-%m-%d %H:%M:%S} UTC: not run"
+                f" here either until it is enabled again (`enable {task.id}`, or edit its file)")
+    return keep
+
+
+def skew_refusal(offset: float, allowance: float, host: str) -> str | None:
+    """Pure: why a host whose clock is `offset` seconds off the database's must not claim, or
+    None. A host ahead would claim slots early; one behind, late (issue 11)."""
+    if abs(offset) <= allowance:
+        return None
+    way = "ahead of" if offset > 0 else "behind"
+    return (f"this host's clock ({host}) is {abs(offset):.3f} s {way} the database's, more than"
+            f" max_clock_skew ({allowance:g} s): it claims nothing until its clock is fixed"
+            " (NTP: `timedatectl status`, chrony or ntpd)")
+
+
+def check_clock(store: Store, allowance: float) -> None:
+    """One query: the database's clock against this machine's real one (not a `--now`
+    replay's instant: skew is a property of the machine). StoreError when too far off."""
+    import time
+
+    from ..state.store import StoreError
+
+    before = time.time()
+    (theirs,) = store.connect().execute(
+        "SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+    after = time.time()
+    reason = skew_refusal((before + after) / 2 - float(theirs), allowance, store.host or "?")
+    if reason is not None:
+        raise StoreError(reason)
+
+
+def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
+    """A host coming back (its tick died or was cut off, its task did not) finds its run taken
+    over: the run's row was closed by another host and the task's lease is that host's now
+    (lease.py). Its task's process group still holds the local lock: kill it, so the task does
+    not go on running beside the newer run. Lines to say."""
+    from ..run.locks import holder_alive, kill_holder, read_info
+    from .lease import current
+
+    done = []
+    try:
+        paths = sorted(config.locks_dir.glob("*.lock"))
+    except OSError:
+        return done
+    for path in paths:
+        info = read_info(path)
+        if info is None or info.run_id is None or not holder_alive(info):
+            continue
+        row = store.run(info.run_id)
+        lease = current(store, info.task_id)
+        if (row is None or row["status"] == "running" or row.get("host") != store.host
+                or lease is None or lease["host"] == store.host):
+            continue
+        killed = kill_holder(info, config.kill_grace)
+        done.append(f"{info.task_id}: run {info.run_id} was taken over by host {lease['host']}"
+                    f" after its lease expired (fence {lease['fence']}); its result is not"
+                    f" recorded here; {', '.join(killed) or 'its holder was gone'}")
+    return done

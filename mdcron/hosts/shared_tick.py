@@ -1,0 +1,91 @@
+"""The tick's steps for a state shared by several hosts (issue 11), in the order run_tick
+takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+from ..settings.config import Config
+from ..state.store import Store
+from ..tasks.task import Task
+
+Say = Callable[[str], None]
+
+
+def opening(store: Store, config: Config, say: Say, now: float = 0.0,
+            environ: Mapping[str, str] | None = None) -> None:
+    """Before anything else: refuse to claim with a clock too far off the database's
+    (StoreError), then record the outcomes a lost connection left in the spool (before recovery
+    could call their rows crashed) and finish those runs' ladders (spool_ladder.py)."""
+    if not store.url:
+        return
+    from ..state.spool import replay
+    from .peers import check_clock
+
+    check_clock(store, config.max_clock_skew)
+    recorded: list = []
+    for line in replay(store, config.state_dir, recorded):
+        say(line)
+    if recorded:
+        from ..run.spool_ladder import finish
+
+        finish(store, config, recorded, now, environ or {}, say)
+
+
+@contextmanager
+def problems_store(store: Store, config: Config) -> Iterator[Store]:
+    """Where the digest of the problems last reported lives: each host reports its own
+    files' problems, so with a shared state it is this host's own database."""
+    if not store.url:
+        yield store
+        return
+    with Store(config.db_path) as local:
+        yield local
+
+
+def after_recovery(store: Store, config: Config, say: Say) -> None:
+    """A run another host took over after its deadline must not go on here."""
+    if store.url:
+        from .peers import kill_taken_over
+
+        for line in kill_taken_over(config, store):
+            say(line)
+
+
+def runnable_here(store: Store, config: Config, files: list[tuple[str, str]],
+                  candidates: list[Task], now: float, say: Say) -> list[Task]:
+    """The due candidates this host may run: `hosts:` names it, and no suspension on another
+    host holds the task. Records this host's copies of the task files and that it is alive;
+    a due task none of whose hosts ticks any more is said and alerted."""
+    if store.url:
+        from .files import record, seen
+
+        record(store, files, now)
+        seen(store)
+    if any(t.hosts for t in candidates):
+        from ..settings.state_url import runs_here
+
+        here = config.host_name
+        elsewhere = [t for t in candidates if not runs_here(t.hosts, here)]
+        candidates = [t for t in candidates if runs_here(t.hosts, here)]
+        if store.url and elsewhere:
+            from .files import alert_orphaned
+
+            alert_orphaned(store, config, elsewhere, now, say)
+    if store.url:
+        from .peers import honour_suspensions
+
+        candidates = honour_suspensions(store, candidates, say)
+    return candidates
+
+
+def closing(store: Store, config: Config, now: float) -> None:
+    """This host's last tick, and its copy of the shared state for the next idle tick
+    (pgidle.py), in its own database."""
+    if store.url:
+        from ..state.pgidle import mirror
+
+        with Store(config.db_path) as local:
+            local.set_meta("last_tick", repr(now))
+            mirror(store, local, config)

@@ -1,0 +1,127 @@
+"""Claimed runs, dispatched: the ladders of a tick's (task, run id) pairs on a pool of
+`max_parallel` threads, each reading its unread comments first and sending its own alerts when
+it ends; the plan item (`Planned`) and the one-line summaries the tick prints.
+
+Shared by the tick, the chain rounds (chains.py) and the resource-deferred runs
+(resource_runs.py), none of which import tick.py for it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..core.outcome import Outcome, RunResult
+from ..state.store import Store, state_store
+from ..tasks.task import Task
+from .attempt import RunContext
+from .escalation_policy import Step
+from .heal_protocol import Healer
+from .ladder import LadderOutcome, execute_claimed
+
+
+@dataclass(slots=True)
+class Planned:
+    task: Task
+    action: str  # run | skip
+    slot: float
+    reason: str
+    missed: int = 0
+
+
+def run_all(
+    ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
+    healer: Healer | None, meanwhile: Callable[[], object] | None = None,
+) -> list[LadderOutcome]:
+    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
+    starts when they run one by one here)."""
+    if not to_run:
+        return []
+
+    def one(item: tuple[Task, int]) -> LadderOutcome:
+        task, run_id = item
+        with state_store(ctx.config) as store:  # one connection per thread
+            try:
+                task, skip_reason, unread_note = read_comments(ctx, store, task)
+                if skip_reason is not None:
+                    store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
+                    result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
+                    outcome = LadderOutcome(task, result, Step.DONE, skip_reason,
+                                            steps=[(1, "run", result)])
+                else:
+                    outcome = execute_claimed(ctx, store, task, run_id, healer)
+                    if unread_note:  # why the comments were not read, on the run's row
+                        store.add_note(run_id, unread_note)
+            except Exception as exc:  # one task's failure never ends the tick
+                print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
+                result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
+                store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
+                outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
+            say(describe_outcome(outcome))
+            after_one(store, ctx, outcome, say)
+        return outcome
+
+    workers = max(1, min(ctx.config.max_parallel, len(to_run)))
+    if workers == 1:
+        return [one(item) for item in to_run]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
+        outcomes = pool.map(one, to_run)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # an optimisation only: its work is done again after the runs
+                pass
+        return list(outcomes)
+
+
+def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
+               say: Callable[[str], None]) -> None:
+    """This ladder's alerts and incidents as soon as it ends, on this thread's own connection,
+    not when the slowest task of the tick ends; forced ones (timeout, suspension) are sent at
+    once, so a tick killed while another task still runs has already delivered them."""
+    from ..alerts.after_run import after_ladder, flush_now
+
+    now = ctx.clock.now()
+    after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
+    if outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT:
+        flush_now(store, ctx.config, now, ctx.environ, say)
+
+
+def read_comments(ctx: RunContext, store: Store,
+                   task: Task) -> tuple[Task, str | None, str | None]:
+    """Unread comments are read by Claude before the run: returns the task to run (an
+    `update` edits its file), a skip reason for `skip` / `pause`, and why the comments were
+    left unread (no key, a broken template, an API error) for the run's history row."""
+    if not store.has_unread(task.id):
+        return task, None, None  # the usual case: nothing imported, one indexed lookup
+    from ..claude.comments import UNREAD, check_comments
+
+    decision = check_comments(task, ctx.config, ctx.environ, store, ctx.clock.now())
+    if decision.action in ("skip", "pause"):
+        return task, f"comments: {decision.action} — {decision.reason}", None
+    if decision.action == "update" and decision.applied_updates:
+        from .ladder import reload_task
+
+        return reload_task(task, ctx.config), None, None
+    return task, None, decision.reason if decision.reason.startswith(UNREAD) else None
+
+
+def describe_result(task: Task, result: RunResult) -> str:
+    from ..core.units import format_duration
+
+    text = f"{task.id}: {result.outcome.value} in {format_duration(result.duration)}"
+    return text + (f" ({result.fail_reason})" if result.fail_reason else "")
+
+
+def describe_outcome(outcome: LadderOutcome) -> str:
+    text = describe_result(outcome.task, outcome.final)
+    if len(outcome.steps) > 1:
+        text += f" [{outcome.summary()}]"
+    if outcome.decision is Step.SUSPEND:
+        text += f"; suspended: {outcome.reason}"
+        if outcome.suspend_error:
+            text += f" ({outcome.suspend_error})"
+    return text

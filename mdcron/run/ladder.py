@@ -1,0 +1,241 @@
+"""Climbing the escalation ladder for one claimed slot, the task's lock held throughout.
+
+escalation.py decides; this module carries the steps out and records each as a history row:
+attempt 1 `run`, then `retry` rows for reruns and `heal` rows for heals, all for the same slot.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from ..core.clock import to_dt
+from ..core.outcome import Outcome, RunResult
+from ..settings.config import Config
+from ..state.store import Store
+from ..tasks.task import Task
+from .attempt import RunContext, acquire_task_lock, run_attempt
+from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
+from .heal_protocol import Healer, HealRecord
+from .locks import TaskLock, lock_path, read_info
+
+# The tick makes no healer when the scheduler has no API key (tick.default_healer).
+NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
+
+
+@dataclass(slots=True)
+class LadderOutcome:
+    task: Task  # as it stands at the end (a heal may have edited it)
+    final: RunResult
+    decision: Step  # DONE, GIVE_UP or SUSPEND
+    reason: str
+    steps: list[tuple[int, str, RunResult]] = field(default_factory=list)  # attempt, kind, result
+    heals: list[HealRecord] = field(default_factory=list)
+    failures_in_a_row: int = 0
+    suspend_error: str | None = None  # the file could not be edited
+
+    def summary(self) -> str:
+        """'run failed (exit 1) → retry failed (exit 1) → heal changed → retry success'."""
+        parts = []
+        for _attempt, kind, result in self.steps:
+            detail = f" ({result.fail_reason})" if result.fail_reason and not result.ok else ""
+            status = result.extra.get("heal_outcome") if kind == "heal" else result.outcome.value
+            parts.append(f"{kind} {status}{detail if kind != 'heal' else ''}")
+        return " → ".join(parts)
+
+
+def execute_claimed(
+    ctx: RunContext, store: Store, task: Task, run_id: int, healer: Healer | None = None
+) -> LadderOutcome:
+    """Run a task whose first row (status running) this process owns: take the lock, climb
+    the ladder, release. A lock held by a live earlier run makes this slot `skipped`."""
+    lock = acquire_task_lock(ctx.config, task.id)
+    if lock is None:
+        info = read_info(lock_path(ctx.config.locks_dir, task.id))
+        since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
+        reason = f"previous run still running{since}; this slot is skipped, not queued"
+        store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
+        skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
+        return LadderOutcome(task, skipped, Step.DONE, reason, steps=[(1, "run", skipped)])
+    from ..hosts.lease import FencedOff, task_lease
+
+    try:
+        with task_lease(ctx, store, task, run_id) as reason:  # issue 11: across hosts
+            if reason is not None:  # another host's run of this task holds its lease
+                store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
+                skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
+                return LadderOutcome(task, skipped, Step.DONE, reason,
+                                     steps=[(1, "run", skipped)])
+            return climb(ctx, store, task, run_id, lock, healer)
+    except FencedOff as exc:  # taken over meanwhile: nothing of this ladder was written
+        refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}")
+        return LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
+    finally:
+        lock.release()
+
+
+def run_manual(
+    ctx: RunContext, store: Store, task: Task, healer: Healer | None = None,
+    trigger: str = "manual",
+) -> tuple[int, LadderOutcome]:
+    """`run <id>`: now, regardless of schedule, under the same lock, trigger 'manual' (or
+    'manual-no-chain': its success starts no chain, chains.py)."""
+    now = ctx.clock.now()
+    run_id = store.start_run(
+        task.id, scheduled_for=now, trigger=trigger, attempt=1, kind="run", now=now,
+        owner=ctx.owner, task_file=str(task.path),
+    )
+    return run_id, execute_claimed(ctx, store, task, run_id, healer)
+
+
+def climb(
+    ctx: RunContext,
+    store: Store,
+    task: Task,
+    run_id: int,
+    lock: TaskLock,
+    healer: Healer | None,
+) -> LadderOutcome:
+    config = ctx.config
+    heal_reason = healer.unavailable_reason(task) if healer is not None else NO_HEALER
+    budget = ladder_budget(task.timeout, task.retry, heal_reason is None)
+    deadline = time.monotonic() + budget
+    probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
+    on_probation = probation is not None and probation > ctx.clock.now()
+    before = store.task_state(task.id)
+    failures_before = before.consecutive_failures if before else 0
+    slot = store.run(run_id) or {}
+    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
+    trigger = str(slot.get("trigger") or "schedule")
+
+    result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
+    out = LadderOutcome(task, result, Step.DONE, "", steps=[(1, "run", result)])
+    attempt, retried, last_row = 1, False, run_id
+    while True:
+        if healer is not None:
+            heal_reason = healer.unavailable_reason(out.task)
+        state = LadderState(
+            last_ok=result.ok,
+            retry_allowed=out.task.retry,
+            retried=retried,
+            heals=len(out.heals),
+            heal_available=heal_reason is None and bool(out.task.self_heal),
+            on_probation=on_probation,
+            deadline_passed=time.monotonic() >= deadline,
+            failures_in_a_row=failures_before + 1,
+            max_consecutive=config.max_consecutive_failures,
+        )
+        step, reason = next_step(state)
+        if step in (Step.DONE, Step.GIVE_UP, Step.SUSPEND):
+            out.decision, out.reason, out.final = step, reason, result
+            note = heal_note(out.task, result, len(out.heals), heal_reason, on_probation,
+                             state.deadline_passed)
+            if note:  # say on the failure's own row why no (further) heal was tried
+                store.add_note(last_row, note)
+                out.reason = f"{reason}; {note}"
+            break
+        if step is Step.RETRY:
+            retried = True
+        else:  # HEAL
+            attempt += 1
+            record = _heal(ctx, store, out, healer, attempt, result, deadline, scheduled_for,
+                           trigger)
+            if record.outcome != "changed":
+                continue  # nothing to rerun; the ladder decides again with one more heal
+            out.task = reload_task(out.task, config)
+        attempt += 1
+        remaining = max(1.0, deadline - time.monotonic())
+        rerun_id = store.start_run(
+            task.id, scheduled_for=scheduled_for, trigger=trigger, attempt=attempt, kind="retry",
+            now=ctx.clock.now(), owner=ctx.owner, task_file=str(out.task.path),
+        )
+        bounded = replace(out.task, timeout=min(out.task.timeout, remaining))
+        result = run_attempt(ctx, store, bounded, rerun_id, lock, attempt=attempt)
+        last_row = rerun_id
+        out.steps.append((attempt, "retry", result))
+
+    out.failures_in_a_row = store.count_failure(task.id, failed=not out.final.ok)
+    if out.final.ok and out.heals:
+        store.set_probation(task.id, ctx.clock.now() + config.probation)
+    if out.decision is Step.SUSPEND:
+        out.suspend_error = suspend(ctx, store, out.task)
+    return out
+
+
+def heal_note(task: Task, final: RunResult, heals: int, heal_reason: str | None,
+              on_probation: bool, deadline_passed: bool) -> str | None:
+    """'self-heal not attempted: <why>' for a failure the ladder leaves unhealed, so history,
+    `show` and the alert say why (no key, self_heal: false, a budget used up, a broken prompt
+    template, probation, the deadline). None when it succeeded or every heal was tried."""
+    if final.ok or final.outcome is Outcome.SKIPPED or heals >= MAX_HEALS:
+        return None
+    if not task.self_heal:
+        why = "self_heal: false in the task file"
+    elif on_probation:
+        why = "on probation after an earlier heal (a failure now suspends it)"
+    elif heal_reason is not None:
+        why = heal_reason
+    elif deadline_passed:
+        why = "the ladder's deadline passed"
+    else:
+        return None
+    return f"{'second self-heal' if heals else 'self-heal'} not attempted: {why}"
+
+
+def _heal(
+    ctx: RunContext, store: Store, out: LadderOutcome, healer: Healer | None, attempt: int,
+    failure: RunResult, deadline: float, scheduled_for: float, trigger: str,
+) -> HealRecord:
+    assert healer is not None
+    heal_id = store.start_run(
+        out.task.id, scheduled_for=scheduled_for, trigger=trigger, attempt=attempt, kind="heal",
+        now=ctx.clock.now(), owner=ctx.owner, task_file=str(out.task.path),
+    )
+    started = time.monotonic()
+    previous = out.heals[-1] if out.heals else None
+    try:
+        record = healer.heal(out.task, attempt=len(out.heals) + 1, failure=failure,
+                             previous=previous, deadline=deadline, run_id=heal_id)
+    except Exception as exc:  # a healer bug must not end the ladder
+        record = HealRecord(outcome="error", diagnosis=f"healer error: {exc!r}")
+    out.heals.append(record)
+    result = RunResult(
+        Outcome.SUCCESS if record.outcome == "changed" else Outcome.FAILED,
+        # a refused heal's diagnosis is its reason ("self-heal not attempted: ...")
+        fail_reason=None if record.outcome == "changed" else record.diagnosis
+        if record.outcome == "refused" else f"heal {record.outcome}",
+        duration=time.monotonic() - started,
+        output_tail=(record.diagnosis + "\n\n" + record.diff)[-8192:],
+        extra={"heal_outcome": record.outcome, "diagnosis": record.diagnosis, **record.extra},
+    )
+    store.finish_run(heal_id, result, ctx.clock.now())
+    out.steps.append((attempt, "heal", result))
+    return record
+
+
+def reload_task(task: Task, config: Config) -> Task:
+    """A heal may have edited the task file; run what the file now says (the healer has
+    already checked that it still validates). The tick's own config: scheduler.yaml is not
+    read again mid-tick."""
+    from ..tasks.taskfile import load_task_file
+
+    try:
+        fresh, _problems = load_task_file(task.path, config)
+    except Exception:
+        return task
+    return fresh if fresh is not None and fresh.id == task.id else task
+
+
+def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
+    """Write `enabled: false` + `disabled_reason: auto_suspended` into the task file (keeping
+    every other byte) and mark it disabled. Returns an error text if the file could not be
+    edited (the alert says so; the task would otherwise run again)."""
+    from ..tasks.frontmatter_edit import edit_task_file
+
+    error = None
+    try:
+        edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"})
+    except Exception as exc:
+        error = f"could not write enabled: false into {task.path}: {exc}"
+    store.set_enabled(task.id, False, ctx.clock.now(), suspended=True)
+    return error

@@ -1,0 +1,488 @@
+"""Run one command as its own process group, bounded in time and in output.
+
+A run starts the command in a new session (its pid is also its process group id), streams
+stdout and stderr into a per-run log file in arrival order, and ends in one of three ways:
+
+- the leader exits: whatever it left running in its group is terminated (TERM, a short grace,
+  KILL), like systemd's cleanup of a oneshot unit, so nothing keeps the task's lock or pipes;
+- the timeout passes (monotonic clock): the group gets TERM, then KILL after ``kill_grace``;
+- output keeps flowing after the group is gone (a process that left the group): draining stops
+  two seconds after the leader's exit whatever happens.
+
+Memory stays bounded whatever the child prints: the log is capped at ``max_log_bytes`` (the rest
+is drained and counted), and only the last ``tail_bytes`` of output and the last stdout line
+(at most 64 KiB) are kept. Nothing here raises for a failing command or a failing log: every
+run comes back as a RunResult.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.outcome import Outcome, RunResult, envelope_error
+from ..core.private_files import make_private_dirs
+from ..core.units import format_duration
+from ..tasks.task import Task
+
+READ_CHUNK = 64 * 1024
+MAX_LINE = 64 * 1024  # the last stdout line (the JSON envelope) is kept up to this size
+CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
+DRAIN_LIMIT = 2.0  # how long output may keep flowing after the leader exits or the group dies
+KILL_SETTLE = 1.0  # how long to wait for a group to vanish after SIGKILL
+POLL = 0.05  # how often the leader's exit and the group's liveness are checked
+
+
+class RunnerError(Exception):
+    """A task's command cannot be turned into a process; the message says how to fix it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+    timeout: float  # seconds
+
+
+def command_argv(task: Task, cwd: Path) -> list[str]:
+    """The argv for a shell or script task. Scripts run directly (no shell); their first word
+    is a path relative to ``cwd`` (or absolute) and must exist and be executable."""
+    if not task.command or not task.command.strip():
+        raise RunnerError(f"task {task.id!r} has no command: add `command:` to {task.path}")
+    if task.run_as == "shell":
+        return ["/bin/sh", "-c", task.command]
+    if task.run_as != "script":
+        raise RunnerError(f"task {task.id!r}: run_as {task.run_as!r} is not run as a command")
+    try:
+        words = shlex.split(task.command)
+    except ValueError as exc:
+        raise RunnerError(f"cannot split the command {task.command!r}: {exc}") from exc
+    script = words[0]
+    path = Path(os.path.normpath(Path(cwd, script).absolute()))  # symlinks kept: argv[0] matters
+    if not path.exists():
+        raise RunnerError(f"script {script!r} not found in {cwd} (command: {task.command})")
+    if path.is_dir():
+        raise RunnerError(f"script {script!r} is a folder, not a script (command: {task.command})")
+    if not os.access(path, os.X_OK):
+        raise RunnerError(f"script {script!r} is not executable: chmod +x {shlex.quote(script)}")
+    return [str(path), *words[1:]]
+
+
+# --- process groups ----------------------------------------------------------------------------
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send sig to the group; False when there is nobody (left) to signal."""
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. os.killpg(pgid, 0) also counts zombies; an
+    orphaned zombie lingers where PID 1 does not reap (containers, some VMs) but holds no file,
+    lock or pipe, so on Linux members that are all zombies count as gone. The caller must have
+    reaped its own child (the leader) first."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process now: it exists, we cannot touch it
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _wait_gone(pgid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while group_alive(pgid):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def kill_process_group(pgid: int, grace: float) -> bool:
+    """TERM the group, wait up to ``grace`` for it to be gone, then KILL it. Safe when the group
+    is already gone. Returns True when no live process of the group remains (False: a member
+    survived, or belongs to another user). Do not use it on a group whose leader is your own
+    unreaped child: reap it first, or it counts as alive until the grace ends."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return not group_alive(pgid)
+    _signal_group(pgid, signal.SIGCONT)  # a stopped process acts on TERM only once continued
+    if _wait_gone(pgid, grace):
+        return True
+    _signal_group(pgid, signal.SIGKILL)
+    return _wait_gone(pgid, KILL_SETTLE)
+
+
+# --- output ------------------------------------------------------------------------------------
+
+
+def _last_nonblank_line(data: bytes) -> bytes | None:
+    end = len(data)
+    while end > 0:
+        start = data.rfind(b"\n", 0, end) + 1
+        if data[start:end].strip():
+            return data[start:end]
+        end = start - 1
+    return None
+
+
+class _Output:
+    """The log file (capped), the tail of combined output and the last stdout line."""
+
+    def __init__(self, log_path: Path, max_log_bytes: int, tail_bytes: int):
+        self.max_log_bytes = max(0, max_log_bytes)
+        self.tail_bytes = max(0, tail_bytes)
+        self.tail = bytearray()
+        self.total = 0  # bytes of output seen
+        self.logged = 0  # bytes of output written (or attempted) to the log
+        self.dropped = 0  # bytes past the cap
+        self.line = bytearray()  # the stdout line being received
+        self.line_too_long = False
+        self.last_line: bytes | None = None  # the last complete non-blank stdout line
+        self.last_line_ok = True  # False when that line was longer than MAX_LINE
+        self.error: str | None = None
+        self.ends_with_newline = True
+        self.fd: int | None = None
+        self.opened = False
+        try:
+            make_private_dirs(log_path.parent)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            self.fd = os.open(log_path, flags, 0o600)
+            self.opened = True
+            os.fchmod(self.fd, 0o600)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        if self.error is None:
+            self.error = f"[log write failed: {exc}]"
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+    def _write(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view and self.fd is not None:
+            try:
+                n = os.write(self.fd, view)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            if n <= 0:
+                self._fail(OSError(errno.EIO, "short write"))
+                return
+            view = view[n:]
+
+    def feed(self, data: bytes, stdout: bool) -> None:
+        self.total += len(data)
+        room = self.max_log_bytes - self.logged
+        if room > 0:
+            part = data[:room]
+            self.logged += len(part)
+            self.ends_with_newline = part.endswith(b"\n")
+            self._write(part)
+        self.dropped += max(0, len(data) - max(room, 0))
+        if self.tail_bytes:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_bytes:
+                del self.tail[: -self.tail_bytes]
+        if stdout:
+            self._track_line(data)
+
+    def _track_line(self, data: bytes) -> None:
+        last_nl = data.rfind(b"\n")
+        if last_nl < 0:
+            self._extend_line(data)
+            return
+        first_nl = data.find(b"\n")
+        found = _last_nonblank_line(data[first_nl + 1 : last_nl]) if first_nl < last_nl else None
+        if found is not None:
+            self.last_line, self.last_line_ok = found[:MAX_LINE], len(found) <= MAX_LINE
+        else:  # no whole line inside data: the one in progress ends at its first newline
+            self._extend_line(data[:first_nl])
+            if self.line.strip():
+                self.last_line, self.last_line_ok = bytes(self.line), not self.line_too_long
+        self.line.clear()
+        self.line_too_long = False
+        self._extend_line(data[last_nl + 1 :])
+
+    def _extend_line(self, data: bytes) -> None:
+        room = MAX_LINE - len(self.line)
+        if len(data) > room:
+            self.line_too_long = True
+        self.line += data[: max(room, 0)]
+
+    def note(self, text: str) -> None:
+        """An [mdcron] line in the log, outside the cap."""
+        prefix = b"" if self.ends_with_newline else b"\n"
+        self._write(prefix + text.encode() + b"\n")
+        self.ends_with_newline = True
+
+    def finish(self) -> None:
+        if self.line.strip():  # a last line without a newline
+            self.last_line, self.last_line_ok = bytes(self.line), not self.line_too_long
+        if self.dropped:
+            self.note(
+                f"[mdcron] output truncated: {self.dropped} bytes not logged "
+                f"(log_max_bytes={self.max_log_bytes})"
+            )
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError as exc:
+                self._fail(exc)
+            self.fd = None
+
+    def tail_text(self) -> str:
+        note = f"\n{self.error}\n" if self.error else ""
+        keep = max(0, self.tail_bytes - len(note.encode()))
+        data = bytes(self.tail[-keep:]) if keep else b""
+        if self.total > len(data):  # cut: drop a split UTF-8 sequence at the start
+            i = 0
+            while i < min(3, len(data)) and 0x80 <= data[i] <= 0xBF:
+                i += 1
+            data = data[i:]
+        text = data.decode("utf-8", errors="replace") + note
+        return text[-self.tail_bytes :] if self.tail_bytes else ""
+
+
+# --- one run -----------------------------------------------------------------------------------
+
+
+def _start_failure(exc: OSError, spec: CommandSpec) -> str:
+    filename = str(exc.filename) if exc.filename is not None else None
+    reason = (exc.strerror or str(exc)).lower()
+    if filename == str(spec.cwd) or (filename is None and not spec.cwd.is_dir()):
+        if exc.errno == errno.ENOENT:
+            return f"cannot start: working directory {spec.cwd} does not exist"
+        return f"cannot start: working directory {spec.cwd}: {reason}"
+    program = spec.argv[0] if spec.argv else "?"
+    hint = ""
+    if exc.errno == errno.EACCES:
+        hint = f" (is it executable? chmod +x {shlex.quote(program)})"
+    elif exc.errno == errno.ENOEXEC:
+        hint = " (does the script start with a #! line?)"
+    return f"cannot start {program!r}: {reason}{hint}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def run_command(
+    spec: CommandSpec,
+    *,
+    log_path: Path,
+    max_log_bytes: int,
+    tail_bytes: int,
+    kill_grace: float = 5.0,
+    pass_fds: Sequence[int] = (),
+    on_start: Callable[[int], None] | None = None,
+) -> RunResult:
+    """Run spec.argv in its own session and process group; see the module docstring.
+
+    on_start(pid) is called once the process runs (pid == its process group id). If on_start
+    raises, the group is killed and the exception propagates; nothing else raises."""
+    start = time.monotonic()
+    out = _Output(log_path, max_log_bytes, tail_bytes)
+    try:
+        proc = subprocess.Popen(
+            spec.argv,
+            cwd=spec.cwd,
+            env=spec.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            close_fds=True,
+        )
+    except OSError as exc:
+        reason = _start_failure(exc, spec)
+        out.note(f"[mdcron] {reason}")
+        out.finish()
+        return RunResult(
+            Outcome.FAILED,
+            fail_reason=reason,
+            duration=time.monotonic() - start,
+            output_tail=out.tail_text(),
+            log_path=log_path if out.opened else None,
+            log_truncated=out.error is not None,
+        )
+    run = _Run(proc, spec, out, kill_grace, start)
+    try:
+        if on_start is not None:
+            on_start(proc.pid)
+        run.loop()
+    except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
+        run.close()
+        out.finish()
+        raise
+    run.close()
+    return run.result(log_path if out.opened else None)
+
+
+class _Run:
+    """The loop of one started process: read, watch the clock, end the group."""
+
+    def __init__(self, proc: subprocess.Popen, spec: CommandSpec, out: _Output,
+                 kill_grace: float, start: float):
+        self.proc = proc
+        self.pgid = proc.pid
+        self.spec = spec
+        self.out = out
+        self.kill_grace = max(0.0, kill_grace)
+        self.start = start
+        self.deadline = start + spec.timeout
+        self.rc: int | None = None
+        self.timed_out = False
+        self.sent_kill = False  # the group outlived TERM + grace
+        self.leftovers = False
+        self.sel = selectors.DefaultSelector()
+        assert proc.stdout is not None and proc.stderr is not None
+        self.sel.register(proc.stdout, selectors.EVENT_READ, True)
+        self.sel.register(proc.stderr, selectors.EVENT_READ, False)
+
+    def _terminate(self, now: float, grace: float) -> float:
+        _signal_group(self.pgid, signal.SIGTERM)
+        _signal_group(self.pgid, signal.SIGCONT)
+        return now + grace
+
+    def loop(self) -> None:
+        kill_at: float | None = None  # set once TERM was sent
+        killed = group_done = False
+        end_at = math.inf  # hard stop for draining
+        while True:
+            now = time.monotonic()
+            if self.rc is None:
+                self.rc = self.proc.poll()
+                if self.rc is not None and kill_at is None:  # the leader exited by itself
+                    end_at = min(end_at, now + DRAIN_LIMIT)
+                    if group_alive(self.pgid):
+                        self.leftovers = True
+                        kill_at = self._terminate(now, min(self.kill_grace, CLEANUP_GRACE))
+                    else:
+                        group_done = True
+            if self.rc is None and kill_at is None and now >= self.deadline:
+                self.timed_out = True
+                kill_at = self._terminate(now, self.kill_grace)
+                end_at = kill_at + KILL_SETTLE + DRAIN_LIMIT
+            if kill_at is not None and not group_done and self.rc is not None:
+                group_done = not group_alive(self.pgid)
+                if group_done:
+                    end_at = min(end_at, now + DRAIN_LIMIT)
+            if kill_at is not None and not killed and not group_done and now >= kill_at:
+                _signal_group(self.pgid, signal.SIGKILL)
+                killed = self.sent_kill = True
+                end_at = min(end_at, now + KILL_SETTLE + DRAIN_LIMIT)
+            if self.rc is not None and group_done and not self.sel.get_map():
+                return
+            if now >= end_at:
+                return
+            wake = min(now + POLL, end_at)
+            if kill_at is None:
+                wake = min(wake, self.deadline)
+            elif not killed:
+                wake = min(wake, kill_at)
+            self._read(max(0.0, wake - now))
+
+    def _read(self, timeout: float) -> None:
+        if not self.sel.get_map():
+            time.sleep(timeout)
+            return
+        for key, _ in self.sel.select(timeout):
+            try:
+                data = os.read(key.fd, READ_CHUNK)
+            except OSError:
+                data = b""
+            if data:
+                self.out.feed(data, key.data)
+            else:
+                self.sel.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Close the pipes; if the loop did not finish (an exception), kill the group."""
+        for key in list(self.sel.get_map().values()):
+            self.sel.unregister(key.fileobj)
+            key.fileobj.close()  # type: ignore[union-attr]
+        self.sel.close()
+        if self.rc is None:
+            self.rc = self.proc.poll()
+        if self.rc is None:
+            _signal_group(self.pgid, signal.SIGKILL)
+            try:
+                self.rc = self.proc.wait(timeout=KILL_SETTLE + DRAIN_LIMIT)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def result(self, log_path: Path | None) -> RunResult:
+        out, rc = self.out, self.rc
+        if self.leftovers:
+            out.note("[mdcron] processes left running in the task's group after it exited "
+                     "were terminated")
+        if self.timed_out:  # the run's own log says why it stopped mid-sentence
+            grace = format_duration(self.kill_grace)
+            how = (f"TERM, then KILL after {grace} grace" if self.sent_kill
+                   else f"TERM; it was gone within the {grace} grace")
+            out.note(f"[mdcron] killed: timeout after {format_duration(self.spec.timeout)}"
+                     f" ({how})")
+        out.finish()
+        if self.timed_out:
+            outcome, reason = Outcome.TIMEOUT, f"timeout after {format_duration(self.spec.timeout)}"
+        elif rc is None:
+            outcome, reason = Outcome.CRASHED, "the process did not exit after SIGKILL"
+        elif rc < 0:
+            outcome, reason = Outcome.FAILED, f"killed by {_signal_name(-rc)}"
+        elif rc > 0:
+            outcome, reason = Outcome.FAILED, f"exit {rc}"
+        else:
+            outcome, reason = Outcome.SUCCESS, None
+            if out.last_line is not None and out.last_line_ok:
+                reason = envelope_error(out.last_line.decode("utf-8", errors="replace"))
+                if reason is not None:
+                    outcome = Outcome.FAILED
+        return RunResult(
+            outcome,
+            exit_code=rc,
+            fail_reason=reason,
+            duration=time.monotonic() - self.start,
+            output_tail=out.tail_text(),
+            log_path=log_path,
+            log_truncated=out.dropped > 0 or out.error is not None,
+        )

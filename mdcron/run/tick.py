@@ -1,0 +1,290 @@
+"""One tick, end to end: load, refuse duplicates, recover, decide, claim, run, record.
+
+State is advanced (slots claimed) before anything runs, so a task that crashes the tick cannot
+make the next tick run the same slot again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.clock import Clock, to_dt
+from ..core.outcome import Outcome, RunResult
+from ..core.problems import Problem
+from ..hosts import shared_tick
+from ..schedule.observe import observe
+from ..settings.config import Config
+from ..state.idle import RETENTION_EVERY
+from ..state.store import Store, TaskState, state_store
+from ..tasks.task import Task
+from .attempt import RunContext, current_owner
+from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
+from .heal_protocol import Healer
+from .ladder import LadderOutcome
+from .recovery import Recovered, recover
+
+if TYPE_CHECKING:
+    from ..schedule.cache import View
+
+
+@dataclass(slots=True)
+class TickReport:
+    now: float
+    tasks: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    duplicates: dict[str, list[Path]] = field(default_factory=dict)
+    recovered: list[Recovered] = field(default_factory=list)
+    planned: list[Planned] = field(default_factory=list)
+    results: list[tuple[Task, int, RunResult]] = field(default_factory=list)
+    ladders: list[LadderOutcome] = field(default_factory=list)
+    lost_claims: list[str] = field(default_factory=list)  # due, but another tick claimed first
+    problems_changed: bool = True  # the task-file problems differ from the last tick's
+
+    @property
+    def exit_code(self) -> int:
+        if self.duplicates:
+            return 2
+        failed = any(not r.ok and r.outcome is not Outcome.SKIPPED for _, _, r in self.results)
+        errors = any(p.severity == "error" for p in self.problems)
+        return 1 if failed or errors else 0
+
+
+def plan(
+    tasks: list[Task], states: dict[str, TaskState], config: Config, now: float,
+    plain: dict[str, float] | None = None,
+) -> list[Planned]:
+    """Pure: which enabled tasks have a slot to run or to record as skipped at `now`.
+    `plain`: id -> the slot the cache alone knows decide() runs (cache.plain_due); those are
+    planned without croniter, their reason left "" until fill_reasons (after the runs start)."""
+    out: list[Planned] = []
+    now_dt = to_dt(now)
+    for task in tasks:
+        if not task.enabled or task.after:  # chains run from their upstreams' rows (chains.py)
+            continue
+        if plain and task.id in plain:
+            out.append(Planned(task, "run", plain[task.id], ""))
+            continue
+        from ..core.cron import decide, schedule_of
+
+        state = states.get(task.id) or observe(None, task, now)
+        decision = decide(
+            schedule_of(task, config),
+            now=now_dt,
+            last_slot=to_dt(state.last_slot) if state.last_slot is not None else None,
+            not_before=to_dt(state.not_before),
+            catchup=task.catchup if task.catchup is not None else config.catchup,
+        )
+        if decision.action in ("run", "skip") and decision.slot is not None:
+            out.append(
+                Planned(task, decision.action, decision.slot.timestamp(), decision.reason,
+                        decision.missed)
+            )
+    return out
+
+
+def fill_reasons(planned: list[Planned], config: Config) -> None:
+    """The reason decide() gives a plain due slot, for the ones plan() left without."""
+    from ..core.cron import _show, schedule_of
+
+    for p in planned:
+        if not p.reason and p.action == "run":
+            p.reason = f"due: fire at {_show(to_dt(p.slot), schedule_of(p.task, config).zone)}"
+
+
+def run_tick(
+    config: Config,
+    clock: Clock,
+    *,
+    dry_run: bool = False,
+    environ: dict[str, str] | None = None,
+    say: Callable[[str], None] = print,
+    healer: Healer | None = None,
+) -> TickReport:
+    """One pass. `healer` replaces the default (Claude, when a key is set) — for tests.
+
+    Task files come through the cache (cache.py): only changed files are parsed, and only
+    candidates (cached next_due <= now) become Task objects and go through decide()."""
+    from ..schedule.cache import load, task_states
+
+    now = clock.now()
+    report = TickReport(now=now)
+    view = load(config)
+    report.problems = view.problems
+    report.tasks = len(view.valid)
+    report.duplicates = view.duplicates()
+    if report.duplicates:
+        view.close()
+        return report  # nothing runs while two files claim one id
+
+    if dry_run:
+        if config.state_url:  # issue 11: the states are in PostgreSQL, not in the local cache
+            with state_store(config) as shared:
+                candidates, states = view.dry_run(now, shared)
+        else:
+            candidates, states = view.dry_run(now)
+        view.close()
+        report.planned = plan(candidates, states, config, now)
+        return report
+
+    owner = current_owner()
+    with state_store(config) as store:
+        shared_tick.opening(store, config, say, now,  # issue 11: clock skew, the spool
+                            environ if environ is not None else os.environ)
+        if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
+            from ..state.dbguard import alert_if_recreated
+
+            alert_if_recreated(store, config, now, say)
+        with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
+            report.problems_changed = _problems_changed(mine, report.problems)
+        report.recovered = recover(config, store, now, owner.pid)
+        shared_tick.after_recovery(store, config, say)
+        for r in report.recovered:  # before this tick's own runs: the log reads in event order
+            say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")
+        if report.recovered:  # forced alerts and incidents now, not after the slowest task
+            _after_recovery(store, config, report.recovered, now, environ, say)
+        rows = view.observe(store, now)
+        candidates = view.candidates(rows, now)
+        candidates = shared_tick.runnable_here(  # issue 11: hosts:, shared suspensions
+            store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
+        report.planned = plan(candidates, task_states(rows, candidates), config, now,
+                              view.plain(candidates, rows, now))
+        broken = _issue12_plan(store, config, report, view, candidates)
+        view.claimed([(p.task, p.slot) for p in report.planned], rows)
+        view.save(store)
+        # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
+        deferred = [p for p in report.planned if p.action == "run" and p.task.uses]
+        claims = [
+            (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
+            for p in report.planned if not (p.action == "run" and p.task.uses)
+        ]
+        won = store.claim_slots(claims, now, owner)
+        to_run = []
+        for p in report.planned:
+            if p.action == "run" and p.task.uses:
+                continue
+            run_id = won.get((p.task.id, p.slot))
+            if run_id is None:
+                report.lost_claims.append(p.task.id)
+            elif p.action == "run":
+                to_run.append((p.task, run_id))
+        for p in report.planned:
+            if p.action == "skip" and p.task.id not in report.lost_claims:
+                say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
+        for task_id in report.lost_claims:
+            say(f"{task_id}: due, but another tick claimed this slot first")
+        ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
+        if healer is None:
+            healer = default_healer(config, ctx.environ, store, clock)
+        from .resource_runs import start as start_deferred
+
+        uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
+        report.ladders = run_all(ctx, to_run, say, healer,
+                                  meanwhile=lambda: (view.prepare_complete(),
+                                                     fill_reasons(report.planned, config)))
+        report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
+                                                                       strict=True)]
+        view.complete(store)  # croniter only now, once the tasks started (or ran)
+        fill_reasons(report.planned, config)
+        for rid, o in uses.join():
+            report.ladders.append(o)
+            report.results.append((o.task, rid, o.final))
+        from ..schedule.chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
+
+        for task, rid, o in run_rounds(ctx, store, candidates, broken,
+                                       lambda items: run_all(ctx, items, say, healer), say,
+                                       healer):
+            report.ladders.append(o)  # type: ignore[arg-type]
+            report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
+        _aftermath(store, config, report, clock.now(), ctx.environ, say)
+        _retention(config, store, clock.now())
+        store.set_meta("last_tick", repr(clock.now()))
+        shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
+    return report
+
+
+def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
+                  candidates: list[Task]) -> set[str]:
+    """Issue 12: `once_per` slots after this period's success become skips (once_per.py);
+    chains are checked (chains.py: cycles, unknown upstreams); returns the ids not to run."""
+    from ..schedule.once_per import apply
+
+    apply(report.planned, store, config)
+    if not any(t.after for t in candidates):
+        return set()
+    from ..schedule.cache import problems_digest
+    from ..schedule.chains import check_graph
+
+    valid = view.valid
+    problems, broken = check_graph(candidates, {e.id: e.enabled for e in valid},
+                                   {e.id: Path(e.path) for e in valid})
+    report.problems.extend(problems)
+    digest = problems_digest(problems)
+    if store.get_meta("chain_problems_digest") != digest:
+        store.set_meta("chain_problems_digest", digest)
+        report.problems_changed = True
+    return broken
+
+
+def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,
+                    environ: dict[str, str] | None, say: Callable[[str], None]) -> None:
+    from ..alerts.after_run import after_recovery, flush_now
+
+    env = environ if environ is not None else dict(os.environ)
+    after_recovery(store, config, recovered, now, env, say)
+    flush_now(store, config, now, env, say)
+
+
+def default_healer(config: Config, environ: dict[str, str], store: Store,
+                   clock: Clock) -> Healer | None:
+    """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
+    key is looked at before anything of Claude's is imported."""
+    if not (environ.get("ANTHROPIC_API_KEY") or "").strip():
+        return None
+    from ..selfheal.healer import ClaudeHealer
+
+    return ClaudeHealer(config, environ, store, clock)
+
+
+def _aftermath(store: Store, config: Config, report: TickReport, now: float,
+               environ: dict[str, str], say: Callable[[str], None]) -> None:
+    """The outbox and the heartbeat (each ladder's alerts came when it ended, in after_one;
+    recovered runs' before the runs)."""
+    from ..alerts.after_run import finish_tick, resolve_reenabled
+
+    resolve_reenabled(store, now)
+    finish_tick(store, config, now, report.exit_code != 0, environ, say)
+
+
+def _problems_changed(store: Store, problems: list[Problem]) -> bool:
+    """Report broken files when they change, not every minute into the cron log."""
+    from ..schedule.cache import problems_digest
+
+    digest = problems_digest(problems)
+    if store.get_meta("problems_digest") == digest:
+        return False
+    store.set_meta("problems_digest", digest)
+    return True
+
+
+def _retention(config: Config, store: Store, now: float) -> None:
+    """At most once a day: drop runs older than retention_days and their log files."""
+    last = store.get_meta("retention_at")
+    if last is not None and now - float(last) < RETENTION_EVERY:
+        return
+    store.set_meta("retention_at", repr(now))
+    for log in store.prune_runs(now - config.retention_days * 86400):
+        path = Path(log)
+        if config.logs_dir in path.parents:
+            path.unlink(missing_ok=True)
+            try:
+                path.parent.rmdir()  # only when empty
+            except OSError:
+                pass
+    if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
+        from ..selfheal.healer import prune_backups
+
+        prune_backups(config, now - config.retention_days * 86400)

@@ -1,0 +1,590 @@
+"""The task-file cache: read a task file when it changes, not every minute.
+
+Per task file the state database keeps (tables task_cache and task_cache_data, schema 3):
+  - the file's stat when it was read (size, mtime_ns, inode, ctime_ns) and the real time just
+    before (read_ns, for the racy rule in fastpath.racy);
+  - what reading it gave: the id and enabled flag, the problems (JSON), the Task (JSON), and the
+    outside paths its checks looked at (deps: a cwd, a script), to see when they move;
+  - next_due: the first fire strictly after max(last_slot, not_before - 1 µs), the earliest slot
+    decide() could run, with the (last_slot, not_before, system zone) it was computed from; and
+    due_after, the fire after next_due (schema 4; NULL: unknown), so that a plain due slot (see
+    plain_due) is decided, and the next next_due known, without croniter before the task starts.
+A row counts while its file's stat is unchanged and not racily clean, its deps resolve as before
+and meta cache_key (cache format, version, code, scheduler.yaml, $HOME) still holds; next_due
+counts while task_state still holds the values it came from. Only candidates (next_due <= now)
+go through decide(), which has the final word (catch-up, coalescing, DST). Only candidates and
+changed files become Task objects. Anything odd in a row (bad JSON, a checksum that does not
+match) means: read the file again. The files are the truth; the cache can always be deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
+from datetime import timedelta
+from pathlib import Path
+
+from ..core.clock import to_dt
+from ..core.problems import Problem
+from ..settings.config import Config, load_config
+from ..state import idle as fastpath
+from ..state import task_cache
+from ..state.meta import read_meta
+from ..state.store import Store, TaskState
+from ..state.task_state import StateRow, state_rows
+from ..tasks.task import Task, TaskSet, find_duplicate_ids
+from .observe import observe
+
+_TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
+_PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
+EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # no problems
+
+
+class Damaged(ValueError):
+    """A cache row that cannot be used; the file is read again."""
+
+
+# --------------------------------------------------------------- JSON of tasks and problems
+
+
+def task_to_json(task: Task) -> str:
+    data = {}
+    for f in fields(Task):
+        value = getattr(task, f.name)
+        data[f.name] = str(value) if isinstance(value, Path) else (
+            list(value) if isinstance(value, tuple) else value)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def task_from_json(text: str) -> Task:
+    try:
+        data = json.loads(text)
+        data["path"] = Path(data["path"])
+        for name in _TUPLES:
+            data[name] = tuple(data[name])
+        return Task(**data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise Damaged(f"task JSON: {exc}") from exc
+
+
+def problems_to_json(problems: list[Problem]) -> str | None:
+    if not problems:
+        return None
+    return json.dumps([[str(p.path), p.message, p.key, p.line, p.severity] for p in problems],
+                      separators=(",", ":"))
+
+
+def problems_from_json(text: str | None) -> list[Problem]:
+    if text is None:
+        return []
+    try:
+        out = [Problem(Path(p), m, k, n, s) for p, m, k, n, s in json.loads(text)]
+    except (ValueError, TypeError) as exc:
+        raise Damaged(f"problems JSON: {exc}") from exc
+    if not all(isinstance(p.message, str) and p.severity in ("error", "warning") for p in out):
+        raise Damaged("problems JSON")
+    return out
+
+
+def problems_digest(problems: Iterable[Problem]) -> str:
+    """What tick._problems_changed compares: order does not matter."""
+    lines = sorted(map(str, problems))
+    if not lines:
+        return EMPTY_DIGEST
+    import hashlib
+
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+# --------------------------------------------------------------- next_due
+
+
+def next_due(task: Task, config: Config, last_slot: float | None,
+             not_before: float) -> float | None:
+    """The first fire strictly after max(last_slot, not_before - 1 µs): decide() runs or skips a
+    slot exactly when some fire lies there and at or before now (the floors decide() uses)."""
+    from ..core.cron import schedule_of
+
+    if task.after:
+        # issue 12: a chain's eligibility comes from its upstreams' run rows, not a schedule,
+        # so it could always be due: never idle-decidable (the full tick looks every time).
+        return 0.0
+    floor = to_dt(not_before) - timedelta(microseconds=1)
+    if last_slot is not None:
+        floor = max(floor, to_dt(last_slot))
+    fire = schedule_of(task, config).next_after(floor)
+    return fire.timestamp() if fire is not None else None
+
+
+def fire_after(task: Task, config: Config, fire: float | None) -> float | None:
+    """The fire strictly after `fire` (None: none, or no `fire`)."""
+    from ..core.cron import schedule_of
+
+    if fire is None or task.after:  # a chain has no fire of its own (next_due above)
+        return None
+    after = schedule_of(task, config).next_after(to_dt(fire))
+    return after.timestamp() if after is not None else None
+
+
+PLAIN_LATE = 59.0  # decide(): a slot under 60 s late runs whatever catchup says (margin: 1 s)
+
+
+def plain_due(next_due: float | None, due_after: float | None, now: float) -> bool:
+    """What decide() says, known from the cache alone: when next_due (the first fire after the
+    floors) is at or before now, the fire after it is later than now, and now is less than a
+    minute past it, decide() runs next_due, on time, with nothing coalesced (missed 0). Every
+    other case (late, several fires passed, an unknown due_after) goes through decide()."""
+    return (next_due is not None and due_after is not None and next_due <= now
+            and due_after > now + fastpath.DUE_SLACK and now - next_due < PLAIN_LATE)
+
+
+def _zone_bound(task: Task, config: Config) -> bool:
+    return task.timezone is None and config.timezone is None
+
+
+# --------------------------------------------------------------- the view of one pass
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    """One task file as this pass sees it: from its cache row, or read just now."""
+
+    path: str
+    stat: fastpath.Stat | None  # None: not a regular file, or not stat-able (never cached)
+    read_ns: int
+    deps: str
+    id: str | None  # None: the file has errors
+    enabled: bool
+    problems: list[Problem]
+    next_due: float | None = None
+    due_last: float | None = None
+    due_nb: float | None = None  # None: next_due not computed
+    due_zone: str = ""
+    due_after: float | None = None  # the fire after next_due; None: unknown
+    due_prepared: bool = False  # due_after found after the claim: complete() writes it
+    task: Task | None = None  # read or decoded when needed
+    parsed: bool = False  # read from the file in this pass: its row is written
+    due_dirty: bool = False  # next_due recomputed: written
+    skip: bool = False  # changed under us: not used this pass, read again next time
+
+    def due_known(self, state: StateRow, zone: str) -> bool:
+        return (self.due_nb is not None and self.due_nb == state.not_before
+                and self.due_last == state.last_slot and self.due_zone in ("", zone))
+
+
+@dataclass(slots=True, eq=False)
+class View:
+    config: Config
+    key: str | None  # None: nothing is read from or written to the cache
+    entries: list[Entry]
+    problems: list[Problem]
+    removed: list[str] = field(default_factory=list)  # cached rows without a file
+    rebuild: bool = False  # the stored rows belong to another key
+    zone: str = ""
+    db: sqlite3.Connection | None = None  # read-only, for task JSON
+
+    @property
+    def valid(self) -> list[Entry]:
+        return [e for e in self.entries if e.id is not None and not e.skip]
+
+    def duplicates(self) -> dict[str, list[Path]]:
+        """Ids used by two or more files, each with all its files, in file-name order."""
+        return find_duplicate_ids(self.valid)  # type: ignore[arg-type]  (valid: id is set)
+
+    def task_set(self) -> TaskSet:
+        """Every valid task as a Task (decoded or read), the problems, the duplicate ids."""
+        tasks = [t for e in self.valid if (t := self.task(e)) is not None]
+        return TaskSet(tasks, self.problems, find_duplicate_ids(tasks))
+
+    def task(self, entry: Entry) -> Task | None:
+        """The entry's Task: decoded from its row, else read from the file again. None (and
+        entry.skip) when the file no longer says what its row says."""
+        if entry.task is None and not entry.skip:
+            try:
+                entry.task = self._decode(entry)
+            except (Damaged, sqlite3.Error):
+                self._reread(entry)
+        return entry.task
+
+    def _decode(self, entry: Entry) -> Task:
+        if self.db is None:
+            raise Damaged("no database")
+        row = task_cache.cached_task(self.db, entry.path)
+        if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
+            raise Damaged("task row missing or checksum")
+        task = task_from_json(row[0])
+        if task.id != entry.id or task.enabled != entry.enabled or str(task.path) != entry.path:
+            raise Damaged("task row disagrees")
+        return task
+
+    def _reread(self, entry: Entry) -> None:
+        fresh = _read(entry.path, entry.stat, time.time_ns(), self.config)
+        if fresh.id == entry.id and fresh.enabled == entry.enabled and fresh.task is not None:
+            entry.task, entry.parsed, entry.deps = fresh.task, True, fresh.deps
+            entry.problems, entry.read_ns = fresh.problems, fresh.read_ns
+        else:
+            entry.skip = True  # edited this very moment: the next pass reads it afresh
+
+    # -- the tick ------------------------------------------------------------------------
+
+    def observe(self, store: Store, now: float) -> dict[str, StateRow]:
+        """store.observe for the tasks whose task_state row would change; the states after."""
+        states = store.state_rows()
+        seen = []
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is None or bool(s.enabled) != e.enabled or (s.path != e.path and not store.url):
+                seen.append((e.id, e.enabled, e.path))
+        if seen:
+            states = {k: StateRow.of(s) for k, s in store.observe(seen, now).items()}
+        return states
+
+    def candidates(self, states: dict[str, StateRow], now: float, *,
+                   compute: bool = True) -> list[Task]:
+        """Enabled tasks whose next_due is at or before now, or unknown when not `compute`;
+        next_due is recomputed (and saved later) where task_state moved on."""
+        out = []
+        for e in self.valid:
+            if not e.enabled:
+                continue
+            state = states.get(e.id)  # type: ignore[arg-type]
+            if state is None or not e.due_known(state, self.zone):
+                task = self.task(e) if compute and state is not None else None
+                if task is None:
+                    if not e.skip:
+                        out.append(e)
+                    continue
+                self._set_due(e, task, state.last_slot, state.not_before)
+            if e.next_due is not None and e.next_due <= now + fastpath.DUE_SLACK:
+                out.append(e)
+        return [t for e in out if (t := self.task(e)) is not None]
+
+    def dry_run(self, now: float,
+                store: Store | None = None) -> tuple[list[Task], dict[str, TaskState]]:
+        """Candidates and their states as store.observe would leave them, writing nothing.
+        `store`: a PostgreSQL state to read them from (issue 11); else the local database."""
+        states: dict[str, StateRow] = {}
+        if store is not None:
+            states = store.state_rows()
+        elif self.db is not None:
+            try:
+                states = state_rows(self.db)
+            except sqlite3.Error:
+                states = {}
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            o = observe(s.as_state() if s is not None else None, e, now)
+            states[o.task_id] = StateRow.of(o)
+        tasks = self.candidates(states, now, compute=False)
+        return tasks, {t.id: states[t.id].as_state() for t in tasks}
+
+    def plain(self, tasks: Iterable[Task], states: dict[str, StateRow],
+              now: float) -> dict[str, float]:
+        """id -> slot for the tasks whose decision the cache alone knows (plain_due): run
+        next_due. Only rows whose due key still holds (candidates() made sure of it)."""
+        by_id = {e.id: e for e in self.valid}
+        out = {}
+        for task in tasks:
+            e, state = by_id.get(task.id), states.get(task.id)
+            if (e is not None and state is not None and e.due_known(state, self.zone)
+                    and plain_due(e.next_due, e.due_after, now)):
+                out[task.id] = e.next_due  # type: ignore[assignment]
+        return out
+
+    def claimed(self, planned: Iterable[tuple[Task, float]],
+                states: dict[str, StateRow]) -> None:
+        """Once (task, slot) is claimed, last_slot = slot: next_due moves past it. Computed now
+        so the next tick need not; if the claim does not happen, the due key will not match.
+        When slot is next_due, the new next_due is due_after (no croniter before the run);
+        the fire after it is left to complete(), once the tasks have started."""
+        by_id = {e.id: e for e in self.valid}
+        for task, slot in planned:
+            e, state = by_id.get(task.id), states.get(task.id)
+            if e is None or state is None:
+                continue
+            if (e.due_after is not None and e.next_due == slot
+                    and e.due_nb == state.not_before and e.due_known(state, self.zone)):
+                e.next_due, e.due_after, e.due_last, e.due_dirty = e.due_after, None, slot, True
+            else:
+                self._set_due(e, task, slot, state.not_before)
+
+    def _incomplete(self) -> list[Entry]:
+        return [e for e in self.entries if e.due_dirty and e.due_after is None
+                and e.next_due is not None and e.task is not None and not e.skip]
+
+    def prepare_complete(self) -> None:
+        """The fire after next_due where claimed() left it unknown (croniter): pure, so the
+        tick does it while the tasks run."""
+        for e in self._incomplete():
+            e.due_after = fire_after(e.task, self.config, e.next_due)  # type: ignore[arg-type]
+            e.due_prepared = True
+
+    def complete(self, store: Store) -> None:
+        """After the runs started: write the fires prepare_complete found (computing any it did
+        not), only where the row still holds the due key they were computed from."""
+        if store.dialect != "sqlite":  # issue 11: the cache is this host's, as in save()
+            with Store(self.config.db_path) as local:
+                self.complete(local)
+            return
+        self.prepare_complete()
+        done = [e for e in self.entries if e.due_prepared]
+        if self.key is None or not done:
+            return
+        try:
+            with store.write() as db:
+                task_cache.write_due_after(
+                    db, [(e.due_after, e.path, e.next_due, e.due_last, e.due_nb, e.due_zone)
+                         for e in done])
+                _write_summary(db, self.key, self.config)
+        except sqlite3.Error:
+            pass
+
+    def due_hints(self, states: dict[str, TaskState]) -> dict[str, tuple[float, float | None]]:
+        """id -> (floor, next_due) where next_due still holds: next_due is the first fire
+        after floor = max(last_slot, not_before - 1 µs) (for `list`'s next run)."""
+        hints = {}
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is not None and e.enabled and e.due_known(StateRow.of(s), self.zone):
+                floor = s.not_before - 1e-6
+                if s.last_slot is not None:
+                    floor = max(floor, s.last_slot)
+                hints[s.task_id] = (floor, e.next_due)
+        return hints
+
+    def _set_due(self, e: Entry, task: Task, last_slot: float | None, not_before: float) -> None:
+        e.next_due = next_due(task, self.config, last_slot, not_before)
+        e.due_after = fire_after(task, self.config, e.next_due)
+        e.due_last, e.due_nb, e.due_dirty = last_slot, not_before, True
+        e.due_zone = self.zone if _zone_bound(task, self.config) else ""
+
+    def save(self, store: Store) -> None:
+        """Write what changed; a cache that cannot be written is no reason to fail. The cache
+        is this host's own: with a PostgreSQL state it goes to state/mdcron.db all the same."""
+        if store.dialect != "sqlite":
+            with Store(self.config.db_path) as local:
+                self.save(local)
+            return
+        self.close()
+        if self.key is None:
+            return
+        rows = [e for e in self.entries if e.stat is not None and not e.skip
+                and (e.parsed or self.rebuild) and (e.task is not None or e.id is None)]
+        written = {e.path for e in rows}
+        dues = [(e.next_due, e.due_last, e.due_nb, e.due_zone, e.due_after, e.path)
+                for e in self.entries
+                if e.due_dirty and e.path not in written and not e.skip]
+        drop = self.removed + [e.path for e in self.entries if e.stat is None or e.skip]
+        if not (rows or dues or drop or self.rebuild):
+            return
+        try:
+            with store.write() as db:
+                data = [(e.path, text, zlib.crc32(text.encode())) for e in rows
+                        if e.task is not None for text in (task_to_json(e.task),)]
+                task_cache.write_cache(
+                    db, rebuild=self.rebuild, drop=drop, rows=(_row(e) for e in rows), data=data,
+                    no_task=(e.path for e in rows if e.task is None), dues=dues)
+                _write_summary(db, self.key, self.config, hosts=bool(rows or drop or self.rebuild))
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+
+
+def _row(e: Entry) -> tuple:
+    size, mtime_ns, ino, ctime_ns = e.stat  # type: ignore[misc]
+    return (e.path, size, mtime_ns, ino, ctime_ns, e.read_ns, e.deps, e.id, int(e.enabled),
+            problems_to_json(e.problems), e.next_due, e.due_last, e.due_nb, e.due_zone,
+            e.due_after)
+
+
+def _write_summary(db: sqlite3.Connection, key: str, config: Config,
+                   hosts: bool = False) -> None:
+    """What fastpath reads instead of the rows' problems, recomputed from the rows themselves
+    (so that two ticks saving at once still leave a summary that matches the rows).
+    `hosts`: task rows changed, so cache_elsewhere is recomputed too (it reads every task's
+    JSON: not on a tick that only moved next_due)."""
+    problems: list[Problem] = []
+    damaged = False
+    texts, tasks = task_cache.cached_problems(db)
+    for text in texts:
+        try:
+            problems.extend(problems_from_json(text))
+        except Damaged:
+            damaged = True
+    values = {
+        "cache_key": key,
+        "cache_sealed": "1",  # the rows are as save() wrote them (see the triggers, schema 3)
+        "cache_problems": "damaged" if damaged else problems_digest(problems),
+        "cache_errors": str(sum(p.severity == "error" for p in problems)),
+        "cache_tasks": str(tasks),
+        "cache_idle": "1",  # no config key gives every tick work (yet): fastpath.py reads it
+        # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
+        "cache_heartbeat": config.heartbeat_url or "",
+    }
+    if hosts or read_meta(db, "cache_elsewhere") is None:
+        values["cache_elsewhere"] = _elsewhere(db, config)
+    task_cache.seal(db, values)
+
+
+def _elsewhere(db: sqlite3.Connection, config: Config) -> str:
+    """JSON {id: hosts} of the enabled tasks whose `hosts:` leave this host out: due, they are
+    still idle here (fastpath._idle_rows). Only rows naming hosts are decoded."""
+    from ..settings.state_url import runs_here
+
+    here, out = config.host_name, {}
+    for task_id, text in task_cache.enabled_naming_hosts(db):
+        try:
+            hosts = json.loads(text)["hosts"]
+        except (ValueError, TypeError, KeyError):
+            continue  # not listed: due, it is not idle (the full tick looks)
+        if isinstance(hosts, list) and hosts and not runs_here(tuple(hosts), here):
+            out[task_id] = hosts
+    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, TaskState]:
+    """TaskState objects for these tasks only (plan() needs no others)."""
+    return {t.id: rows[t.id].as_state() for t in tasks if t.id in rows}
+
+
+# --------------------------------------------------------------- loading
+
+
+def load_task_set(config: Config) -> TaskSet:
+    """The task set every command works from (run, why, next, validate, doctor, list, the
+    chains): the one loader, the tick's own. Every file is read: these commands leave the state
+    folder untouched (even a read-only SQLite connection creates -wal/-shm files)."""
+    view = load(config, cached=False)
+    try:
+        return view.task_set()
+    finally:
+        view.close()
+
+
+def load(config: Config, *, cached: bool = True) -> View:
+    """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
+    cache where its row still holds, else read; only changed files are parsed. A bad file is
+    skipped with its problems; it never hides another file's task or problems. `cached=False`:
+    the database is not opened, every file is read."""
+    key = _key(config) if cached else None
+    folder = config.tasks_dir
+    try:
+        read_ns, files = fastpath.take_scan(str(folder))
+    except FileNotFoundError:
+        return View(config, None, [], [])
+    except OSError as exc:
+        return View(config, None, [],
+                    [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
+    view = View(config, key, [], [], zone=fastpath.zone_key(),
+                db=_open(config) if cached else None)
+    rows: dict[str, task_cache.CacheRow] = {}
+    if view.db is not None and key is not None:
+        try:
+            # None: another key, or not sealed (a row was changed behind save()'s back)
+            found = task_cache.read_cache(view.db, key)
+            view.rebuild = found is None
+            rows = found or {}
+        except sqlite3.Error:
+            rows, view.rebuild = {}, True
+    elif key is not None:
+        view.rebuild = True
+    for path in sorted(files):
+        stat = files[path]
+        row = rows.get(path)
+        entry = _from_row(row, stat) if row is not None and stat is not None else None
+        if entry is None:
+            entry = _read(path, stat, read_ns, config)
+        view.entries.append(entry)
+        view.problems.extend(entry.problems)
+    view.removed = [p for p in rows if p not in files]
+    return view
+
+
+def _from_row(row: task_cache.CacheRow, stat: fastpath.Stat) -> Entry | None:
+    (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
+     due, due_last, due_nb, due_zone, due_after) = row
+    if ((size, mtime_ns, ino, ctime_ns) != stat or fastpath.racy(stat, read_ns)
+            or not fastpath.deps_ok(deps)):
+        return None
+    try:
+        found = problems_from_json(problems)
+    except Damaged:
+        return None
+    return Entry(path, stat, read_ns, deps, task_id, bool(enabled), found, due, due_last, due_nb,
+                 due_zone, due_after)
+
+
+def _read(path: str, stat: fastpath.Stat | None, read_ns: int, config: Config) -> Entry:
+    from ..tasks.taskfile import load_task_file
+
+    task, problems = load_task_file(Path(path), config)
+    if task is None:
+        deps = "*" if stat is None or any(p.key in _PATH_KEYS for p in problems) else ""
+        return Entry(path, stat, read_ns, deps, None, False, problems, parsed=True)
+    deps = "*" if stat is None else _deps(task, config)
+    return Entry(path, stat, read_ns, deps, task.id, task.enabled, problems, task=task,
+                 parsed=True)
+
+
+def _deps(task: Task, config: Config) -> str:
+    """The paths paths.task_cwd / script_path look at for this task (validation checks that the
+    folder and script stay inside the home, and that they exist), with where each leads now."""
+    if task.cwd is None and task.cwd_policy is None and task.run_as != "script":
+        return ""  # runs in the home folder: nothing outside the file can change its checks
+    from ..tasks.paths import PathError, script_word
+
+    home = str(config.home)
+    home_real = os.path.realpath(home)
+    paths = [home] + [os.path.join(home_real, os.path.expanduser(a))
+                      for a in config.allow_outside_home]
+    base = home
+    if task.cwd is not None:
+        base = os.path.join(home, os.path.expanduser(task.cwd))
+    elif task.cwd_policy is not None and task.cwd_policy in config.cwd_policies:
+        base = os.path.join(home, os.path.expanduser(config.cwd_policies[task.cwd_policy]))
+    paths.append(base)
+    if task.run_as == "script":
+        try:
+            word = script_word(task.command or "")
+            paths.append(os.path.join(os.path.realpath(base), os.path.expanduser(word)))
+        except PathError:
+            pass
+    return "\0".join(p + "\0" + fastpath.path_state(p) for p in paths)
+
+
+def _key(config: Config) -> str | None:
+    """The cache key for this Config, or None when it cannot be tied to scheduler.yaml's bytes.
+    cli.main reads the bytes before load_config; other callers (tests) are checked by loading
+    the file again and comparing."""
+    noted = fastpath.noted_config
+    if noted is not None and noted[0] is config:
+        text: str | None = noted[1]
+    else:
+        text = fastpath.config_text(str(config.home))
+        try:
+            if text is None or load_config(config.home)[0] != config:
+                return None
+        except Exception:
+            return None
+    try:
+        return fastpath.cache_key(text)  # type: ignore[arg-type]
+    except OSError:
+        return None
+
+
+def _open(config: Config) -> sqlite3.Connection | None:
+    if not config.db_path.is_file():
+        return None
+    try:
+        return fastpath.connect_readonly(str(config.db_path))
+    except sqlite3.Error:
+        return None

@@ -1,0 +1,3 @@
+"""scheduler.yaml -> typed, frozen values (Config and its sections), validated once per process.
+May import: core.
+"""

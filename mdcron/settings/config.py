@@ -1,0 +1,272 @@
+"""Settings: scheduler.yaml in the home folder (optional) over built-in defaults."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..core.envref import ENV_REF
+from ..core.problems import Problem, unknown_key
+from ..core.units import DurationError, parse_duration, whole_number
+from .claude import ClaudeConfig, parse_claude_config
+from .notify import NotifyConfig, parse_notify_config
+
+CONFIG_NAME = "scheduler.yaml"
+ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
+STATE_URL_ENV = "MDCRON_STATE_URL"  # state_url.ENV_NAME; overrides scheduler.yaml's state_url
+ID_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # resource names become file names
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    home: Path
+    path: Path | None = None  # the config file, when there is one
+    timezone: str | None = None  # IANA zone for schedules; None = the system's
+    max_parallel: int = 4
+    catchup: float = 3600.0  # default allowance for a late fire, seconds
+    log_max_bytes: int = 10 * 1024 * 1024  # per run log
+    output_tail_bytes: int = 4096  # kept in the database per run
+    retention_days: int = 90
+    kill_grace: float = 5.0  # TERM → KILL grace on timeout, seconds
+    stop_grace: float = 30.0  # `daemon`: how long running tasks may finish after SIGTERM
+    secret_env: tuple[str, ...] = ()  # env names or globs (e.g. "*_TOKEN") never passed to tasks
+    claude_config_dir: Path | None = None  # CLAUDE_CONFIG_DIR for every child; default state/claude
+    cwd_policies: dict[str, str] = field(default_factory=dict)  # name -> folder
+    allow_outside_home: tuple[str, ...] = ()  # folders outside home a task may use (cwd, script)
+    max_consecutive_failures: int = 3  # unhealed failed ticks in a row before suspension
+    probation: float = 7 * 86400.0  # after a heal that worked, seconds of no second chance
+    resources: dict[str, int] = field(default_factory=dict)  # name -> capacity (resources.py)
+    notify: NotifyConfig = NotifyConfig()  # notify: and heartbeat_url (notify_config.py)
+    claude: ClaudeConfig = ClaudeConfig()  # claude: and max_heals_per_tick (claude_settings.py)
+    incident_command: str | None = None  # gets each new incident as JSON on stdin
+    env_refs: tuple[str, ...] = ()  # every ${VAR} the file names (they are secrets)
+    # issue 11: PostgreSQL state shared by several hosts; None = SQLite in state/mdcron.db.
+    # Expanded (it may hold a password): kept out of repr, shown only through state_url.mask.
+    state_url: str | None = field(default=None, repr=False)
+    host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
+    max_clock_skew: float = 30.0  # seconds a host's clock may be off the database's (issue 11)
+    lease_seconds: float = 90.0  # a run's lease across hosts, renewed every third (lease.py)
+
+    @property
+    def heartbeat_url(self) -> str | None:
+        return self.notify.heartbeat_url
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.home / "tasks"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.home / "state"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.home / "prompts"
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "mdcron.db"
+
+    @property
+    def state_exists(self) -> bool:
+        """Whether there is state to read (a PostgreSQL state always is: it is created there)."""
+        return bool(self.state_url) or self.db_path.exists()
+
+    @property
+    def host_name(self) -> str:
+        if self.host:
+            return self.host
+        from .state_url import default_host  # lazy: state_url loads socket (~3 ms)
+
+        return default_host()
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.state_dir / "locks"
+
+    @property
+    def claude_dir(self) -> Path:
+        return self.claude_config_dir or (self.state_dir / "claude")
+
+    def secret_names(self) -> tuple[str, ...]:
+        """Names (or globs) of environment variables that never reach a task unasked: the
+        configured ones, the Anthropic key, and every ${VAR} the config itself refers to."""
+        # the state URL may carry a password, directly or through libpq's own variable
+        state = (STATE_URL_ENV, "PGPASSWORD") if self.state_url else (STATE_URL_ENV,)
+        return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *self.env_refs, *state)))
+
+
+class ConfigError(Exception):
+    """The config file cannot be used; problems says where and why."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+_KNOWN = {
+    "timezone", "max_parallel", "catchup", "log_max_bytes", "output_tail_bytes",
+    "retention_days", "kill_grace", "secret_env", "claude_config_dir", "cwd_policies",
+    "allow_outside_home", "stop_grace",
+    "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
+    "max_heals_per_tick", "probation", "resources",
+    "state_url", "host", "max_clock_skew", "lease_seconds",  # issue 11 (state_url.py)
+}
+
+
+def load_config(home: Path, environ: Mapping[str, str] | None = None
+                ) -> tuple[Config, list[Problem]]:
+    """Read home/scheduler.yaml if it exists and build every section into typed values, once:
+    nothing else parses the file. Errors raise ConfigError (the tick must stop rather than
+    guess); unknown keys, and ${VAR}s unset in `environ` (default os.environ), come back as
+    warnings."""
+    home = home.resolve()
+    path = home / CONFIG_NAME
+    env = os.environ if environ is None else environ
+    if not path.exists():
+        if env.get(STATE_URL_ENV):  # a state URL without a config file (issue 11)
+            return _build(home, path, {}, env, exists=False)
+        return Config(home=home), []
+    import yaml  # lazy: yaml (~10 ms) only when there is a config file
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem(path, f"cannot read the config: {exc}")]) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(
+            [Problem(path, f"the YAML does not parse: {getattr(exc, 'problem', exc)}", line=line)]
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError([Problem(path, "the config must be a mapping of key: value")])
+    return _build(home, path, data, os.environ if environ is None else environ)
+
+
+def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
+           exists: bool = True) -> tuple[Config, list[Problem]]:
+    errors: list[Problem] = []
+    warnings: list[Problem] = []
+    values: dict[str, object] = {}
+
+    def err(key: str, message: str) -> None:
+        errors.append(Problem(path, message, key=key))
+
+    for key in data:
+        if key not in _KNOWN:
+            warnings.append(Problem(path, unknown_key(key, _KNOWN), key=str(key),
+                                    severity="warning"))
+    if "timezone" in data:
+        tz = data["timezone"]
+        from ..core.cron import ScheduleError, resolve_zone  # lazy: zoneinfo, only for `timezone:`
+
+        try:
+            resolve_zone(str(tz))
+            values["timezone"] = str(tz)
+        except ScheduleError as exc:
+            err("timezone", str(exc))
+    for key in ("max_parallel", "log_max_bytes", "output_tail_bytes", "retention_days",
+                "max_consecutive_failures"):
+        if key in data:
+            try:
+                values[key] = whole_number(data[key], 1)
+            except ValueError as exc:
+                err(key, str(exc))
+    for key in ("catchup", "kill_grace", "probation", "stop_grace"):
+        if key in data:
+            try:
+                values[key] = parse_duration(data[key])
+            except DurationError as exc:
+                err(key, str(exc))
+    if "secret_env" in data:
+        v = data["secret_env"]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            err("secret_env", "expected a list of environment variable names, e.g. [GITHUB_TOKEN]")
+        else:
+            values["secret_env"] = tuple(v)
+    if "claude_config_dir" in data:
+        values["claude_config_dir"] = (home / os.path.expanduser(str(data["claude_config_dir"])))
+    if "cwd_policies" in data:
+        v = data["cwd_policies"]
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+            err("cwd_policies", "expected a mapping of policy name: folder")
+        else:
+            values["cwd_policies"] = {str(k): os.path.expanduser(x) for k, x in v.items()}
+    if "allow_outside_home" in data:
+        v = data["allow_outside_home"]
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            err("allow_outside_home", "expected a list of folders, e.g. [/srv/backups]")
+        else:
+            values["allow_outside_home"] = tuple(os.path.expanduser(x) for x in v)
+    if "resources" in data:
+        v = data["resources"]
+        ok = isinstance(v, dict) and all(
+            isinstance(k, str) and ID_LIKE.fullmatch(k) and isinstance(n, int)
+            and not isinstance(n, bool) and n >= 1 for k, n in v.items())
+        if not ok:
+            err("resources", "expected a mapping of name: capacity (a whole number >= 1), e.g."
+                " resources: {ollama: 1, gpu: 2}")
+        else:
+            values["resources"] = dict(v)
+    if data.get("incident_command") is not None:
+        v = data["incident_command"]
+        if isinstance(v, str):
+            values["incident_command"] = v.strip() or None
+        else:
+            warnings.append(Problem(path, "expected a shell command (a string), e.g."
+                                    " incident_command: /usr/local/bin/page-me; ignored",
+                                    key="incident_command", severity="warning"))
+    errors += _state(path, data, values, environ)
+    # The notification and Claude sections have their own parsers (cheap, pure modules).
+    notify, notify_problems = parse_notify_config(data, path, environ)
+    claude, claude_problems = parse_claude_config(data, path)
+    for problem in (*notify_problems, *claude_problems):
+        (errors if problem.severity == "error" else warnings).append(problem)
+    if errors:
+        raise ConfigError(errors)
+    values["notify"] = replace(notify, timezone=values.get("timezone"))
+    values["env_refs"] = tuple(sorted(set(ENV_REF.findall(repr(data)))))
+    # type: ignore[arg-type]
+    return (Config(home=home, path=path if exists else None, claude=claude,
+                   **values), warnings)
+
+
+def _state(path: Path, data: dict, values: dict[str, object],
+           environ: Mapping[str, str]) -> list[Problem]:
+    """state_url (the environment's MDCRON_STATE_URL wins), host, max_clock_skew: issue 11."""
+    from .state_url import StateUrlError, check_host, parse  # lazy: socket (~3 ms), see host_name
+
+    errors = []
+    url = environ.get(STATE_URL_ENV) or data.get("state_url")
+    where = f"${STATE_URL_ENV}" if environ.get(STATE_URL_ENV) else "state_url"
+    if url is not None:
+        try:
+            values["state_url"] = parse(url, environ)
+        except StateUrlError as exc:
+            errors.append(Problem(path, f"{where}: {exc}", key="state_url"))
+    if "host" in data:
+        try:
+            values["host"] = check_host(data["host"])
+        except StateUrlError as exc:
+            errors.append(Problem(path, f"{exc}; e.g. host: web1", key="host"))
+    if "max_clock_skew" in data:
+        try:
+            values["max_clock_skew"] = parse_duration(data["max_clock_skew"])
+        except DurationError as exc:
+            errors.append(Problem(path, str(exc), key="max_clock_skew"))
+    if "lease_seconds" in data:
+        try:
+            values["lease_seconds"] = parse_duration(data["lease_seconds"])
+            if not values["lease_seconds"]:
+                raise DurationError("lease_seconds must be more than 0, e.g. lease_seconds: 90s")
+        except DurationError as exc:
+            errors.append(Problem(path, str(exc), key="lease_seconds"))
+    return errors

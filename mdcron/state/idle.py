@@ -1,0 +1,331 @@
+"""The idle tick: prove from the cache that nothing is due, in a few milliseconds.
+
+Most ticks have nothing to do. This module answers "is this tick idle?" with the standard
+library only (os, sqlite3): one stat per task file, a few SQLite queries, no parsing, no
+dataclasses. When every condition below holds, the tick writes `last_tick` and exits with the
+status the full tick would give; when any one fails, it returns None and the full tick
+(tick.run_tick, fed by cache.py) runs instead. It never decides anything the full tick would
+decide differently: it only recognises the case in which the full tick would do nothing.
+
+Idle means all of:
+  - the state database exists at schema SCHEMA_VERSION and its cache key matches: same cache
+    format, mdcron version and source files, same scheduler.yaml bytes, same $HOME; and the
+    cache is sealed (no row changed since cache.save wrote it: triggers, schema 3);
+  - every task file (`tasks/*.md`, not hidden) is a regular file with a cache row whose stat
+    (size, mtime_ns, inode, ctime_ns) is unchanged and not racily clean (modified less than
+    RACY_NS before it was read: a later same-size edit could keep the same timestamps), and
+    whose outside paths (a `cwd`, a script) resolve as they did; no row is left over;
+  - no id is used twice; every valid task's task_state row agrees (enabled, path), so observe
+    would write nothing; every enabled task's next_due was computed from the current
+    (last_slot, not_before, system zone) and lies after now, except for a task whose `hosts:`
+    leave this host out (meta cache_elsewhere): the full tick never runs it here;
+  - nothing else is pending: no run marked running (recovery), no outbox message pending or
+    held, the problems are those last reported, and retention is not due.
+With a PostgreSQL state (issue 11) the task_state rows and retention_at read here are this
+host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
+(pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
+elsewhere has its "runs nowhere" alert row as the full tick would leave it (hostfiles.py).
+A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
+A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .schema import SCHEMA_VERSION  # a module of SQL text: nothing imported, stdlib-only path
+
+CACHE_FORMAT = 2
+RETENTION_EVERY = 86400.0  # seconds between retention passes (tick._retention)
+RACY_NS = 2_000_000_000  # a file changed this close to its reading is read again next time
+DUE_SLACK = 1e-6  # a next_due this close to now counts as due: decide() has the final word
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REG, _DIR, _FMT = 0o100000, 0o040000, 0o170000
+
+# Set by cli.main: the scheduler.yaml text read just before load_config built this Config.
+noted_config: tuple[object, str] | None = None
+
+
+def note_config(config: object, text: str | None) -> None:
+    global noted_config
+    noted_config = (config, text) if text is not None else None
+
+
+def config_text(home: str) -> str | None:
+    """scheduler.yaml as text ('-' when there is none); None when it cannot be read."""
+    try:
+        with open(os.path.join(home, "scheduler.yaml"), "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return "-"
+    except OSError:
+        return None
+    return "+" + data.decode("utf-8", "surrogateescape")
+
+
+def code_fingerprint() -> str:
+    """Name, size and mtime of every module of mdcron: new code never trusts old rows."""
+    parts = []
+    folders = [PACKAGE_DIR]
+    while folders:  # the package and its folders (web/ too: cheap, and never wrong)
+        folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    st = entry.stat()
+                    name = entry.path[len(PACKAGE_DIR) + 1:]
+                    parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+                elif entry.is_dir() and not entry.name.startswith(("_", ".")):
+                    folders.append(entry.path)
+    return ",".join(sorted(parts))
+
+
+def cache_key(config: str) -> str:
+    """Everything every cached row depends on besides its own file; `config` from config_text."""
+    from .. import __version__
+
+    return "\n".join((str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
+                      os.environ.get("HOME", ""), config,
+                      os.uname().nodename))  # the default `host` (cache_elsewhere depends on it)
+
+
+def zone_key() -> str:
+    """What schedule.resolve_zone(None) reads, raw: $TZ, /etc/localtime's target, /etc/timezone."""
+    try:
+        link = os.readlink("/etc/localtime")
+    except OSError:
+        link = ""
+    try:
+        with open("/etc/timezone", encoding="utf-8") as handle:
+            name = handle.read().strip()
+    except (OSError, ValueError):
+        name = ""
+    return f"{os.environ.get('TZ', '')}|{link}|{name}"
+
+
+Stat = tuple[int, int, int, int]  # size, mtime_ns, inode, ctime_ns
+
+
+def scan(folder: str) -> dict[str, Stat | None]:
+    """Every task file (`*.md`, not hidden) -> its stat; None when it is not a regular file or
+    cannot be stat'ed. OSError when the folder cannot be listed."""
+    found: dict[str, Stat | None] = {}
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.endswith(".md") and not name.startswith("."):
+                try:
+                    st = entry.stat()
+                except OSError:
+                    found[entry.path] = None
+                    continue
+                found[entry.path] = ((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+                                     if st.st_mode & _FMT == _REG else None)
+    return found
+
+
+_last_scan: tuple[str, int, dict[str, Stat | None]] | None = None
+
+
+def take_scan(folder: str) -> tuple[int, dict[str, Stat | None]]:
+    """(the real time just before, scan(folder)): the idle check's own scan when it has just
+    made one in this process (a tick it declined), else a new one."""
+    global _last_scan
+    last, _last_scan = _last_scan, None
+    if last is not None and last[0] == folder:
+        return last[1], last[2]
+    read_ns = time.time_ns()
+    return read_ns, scan(folder)
+
+
+def racy(stat: Stat, read_ns: int) -> bool:
+    """Git's racily-clean rule: a file whose mtime or ctime is not comfortably older than the
+    moment it was read may change again without its stat changing (coarse timestamps)."""
+    return max(stat[1], stat[3]) >= read_ns - RACY_NS
+
+
+def path_state(path: str) -> str:
+    """Where `path` leads (symlinks resolved) and what is there: d(ir), f(ile), o(ther), -."""
+    real = os.path.realpath(path)
+    try:
+        mode = os.stat(real).st_mode & _FMT
+    except (OSError, ValueError):
+        return real + "\0-"
+    return real + "\0" + ("d" if mode == _DIR else "f" if mode == _REG else "o")
+
+
+def deps_ok(deps: str) -> bool:
+    """deps: path\\0real\\0kind, repeated ('' none, '*' never ok)."""
+    if not deps:
+        return True
+    if deps == "*":
+        return False
+    items = deps.split("\0")
+    for i in range(0, len(items) - 2, 3):
+        if path_state(items[i]) != items[i + 1] + "\0" + items[i + 2]:
+            return False
+    return True
+
+
+def connect_readonly(db_path: str):  # -> sqlite3.Connection
+    import sqlite3
+
+    quoted = db_path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    db = sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, timeout=60, isolation_level=None,
+                         check_same_thread=False)
+    db.execute("PRAGMA busy_timeout = 60000")
+    return db
+
+
+_META = ("cache_key", "cache_sealed", "cache_problems", "cache_errors", "cache_tasks",
+         "cache_idle", "problems_digest", "retention_at", "cache_elsewhere")
+
+# Rows that show no change, each with whether it is due. Valid tasks also need a task_state
+# row that agrees. A due row is idle only for a task whose `hosts:` leave this host out.
+_FRESH = """
+SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.deps, c.task_id,
+       c.enabled = 1 AND c.next_due IS NOT NULL AND c.next_due <= :now
+FROM task_cache c LEFT JOIN task_state s ON s.task_id = c.task_id
+WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
+  AND (c.task_id IS NULL
+       OR (s.enabled = c.enabled AND s.path = c.path
+           AND (c.enabled = 0
+                OR (c.due_nb = s.not_before AND c.due_last IS s.last_slot
+                    AND c.due_zone IN ('', :zone)))))
+"""
+
+
+def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | None:
+    """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
+    None when the tick may not be idle. `started`: time.monotonic() when `now` was read."""
+    db_path = os.path.join(home, "state", "mdcron.db")
+    if not os.path.isfile(db_path):
+        return None
+    # stdlib only; issue 10: maintenance mode, a pause now over
+    from ..schedule.pause import idle_blocked
+
+    if idle_blocked(home, now):  # two os.path.exists when neither is set
+        return None  # the full tick reports maintenance / enables the task (commands._paused_tick)
+    text = config_text(home)
+    if text is None:
+        return None
+    shared = "state_url" in text or bool(os.environ.get("MDCRON_STATE_URL"))  # issue 11
+    if shared and dry_run:
+        return None
+    key = cache_key(text)
+    folder = os.path.join(home, "tasks")
+    read_ns = time.time_ns()
+    try:
+        files = scan(folder)
+    except OSError:
+        return None
+    global _last_scan
+    _last_scan = (folder, read_ns, files)  # for the full tick, should it run
+    if None in files.values():
+        return None
+    db = connect_readonly(db_path) if dry_run else _connect(db_path)
+    try:
+        db.execute("BEGIN")  # one snapshot for every read below
+        count = _idle_rows(db, key, files, now, dry_run)
+        db.execute("COMMIT")
+        if count is None:
+            return None
+        tasks, errors, elsewhere = count
+        if shared:  # PostgreSQL: the local copy of the shared state must still hold
+            from .pgidle import unchanged
+
+            if not unchanged(db, text, home, elsewhere):
+                return None
+        if dry_run:
+            from datetime import UTC, datetime
+
+            when = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
+            print(f"{when}: nothing due among {tasks} task(s)")
+            return 0
+        db.execute(
+            "INSERT INTO meta(key, value) VALUES ('last_tick', ?)"
+            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (repr(now + (time.monotonic() - started)),),
+        )
+        row = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
+        if row and row[0]:  # the dead man's switch, as the full tick would ping it
+            from ..alerts.heartbeat import ping
+
+            error = ping(row[0], bool(errors), os.environ)
+            if error:
+                print(f"mdcron: heartbeat: {error}", flush=True)
+        return 1 if errors else 0
+    finally:
+        db.close()
+
+
+def _connect(db_path: str):  # -> sqlite3.Connection, as store._open sets it up
+    import sqlite3
+
+    db = sqlite3.connect(db_path, timeout=60, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA busy_timeout = 60000")
+    db.execute("PRAGMA synchronous = NORMAL")
+    return db
+
+
+def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
+               dry_run: bool) -> tuple[int, int, dict[str, list[str]]] | None:
+    """(valid tasks, errors, elsewhere) when the cache proves the tick idle, else None.
+    elsewhere: the due tasks whose `hosts:` leave this host out (id -> hosts): the full tick
+    runs none of them here; with a shared state it may alert that they run nowhere
+    (hostfiles.alert_orphaned), which pgidle.unchanged checks."""
+    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        return None
+    marks = ",".join("?" * len(_META))
+    meta = dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", _META))
+    if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+        return None
+    try:
+        tasks, errors = int(meta["cache_tasks"]), int(meta["cache_errors"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if dry_run:
+        if errors:
+            return None  # a dry run prints every error: the full tick does that
+    else:
+        retention = meta.get("retention_at")
+        if (meta.get("cache_idle") != "1" or meta.get("problems_digest") is None
+                or meta.get("cache_problems") != meta.get("problems_digest")
+                or retention is None or not now - float(retention) < RETENTION_EVERY):
+            return None
+        busy = db.execute(
+            "SELECT EXISTS(SELECT 1 FROM runs WHERE status = 'running')"
+            " OR EXISTS(SELECT 1 FROM outbox WHERE status IN ('pending', 'held'))"
+        ).fetchone()[0]
+        if busy:
+            return None
+    total, doubled = db.execute(
+        "SELECT count(*), EXISTS(SELECT 1 FROM task_cache WHERE task_id IS NOT NULL"
+        " GROUP BY task_id HAVING count(*) > 1) FROM task_cache"
+    ).fetchone()
+    if doubled or total != len(files):
+        return None
+    rows = db.execute(_FRESH, {"racy": RACY_NS, "zone": zone_key(),
+                               "now": now + DUE_SLACK}).fetchall()
+    if len(rows) != total:
+        return None
+    get = files.get
+    due = []
+    for path, size, mtime_ns, ino, ctime_ns, deps, task_id, is_due in rows:
+        if get(path) != (size, mtime_ns, ino, ctime_ns) or (deps and not deps_ok(deps)):
+            return None
+        if is_due:
+            due.append(task_id)
+    elsewhere: dict[str, list[str]] = {}
+    if due:
+        if dry_run:
+            return None  # a dry run plans every due task, whichever host may run it
+        import json
+
+        try:
+            known = json.loads(meta.get("cache_elsewhere") or "{}")
+            elsewhere = {t: list(known[t]) for t in due}
+        except (KeyError, TypeError, ValueError):
+            return None  # due here: the full tick
+    return tasks, errors, elsewhere

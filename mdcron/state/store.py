@@ -1,0 +1,228 @@
+"""The state: runs (one row per attempt), per-task state, and small facts about ticks.
+
+SQLite in state/mdcron.db by default; PostgreSQL when state_url says so (issue 11: several
+hosts share one database). The SQL is written once in SQLite's spelling; pgstate.py translates
+it. `connect()` returns a sqlite3.Connection or a pgstate.PgConnection, which behave alike for
+what the modules do with them (execute, executemany, rowcount, lastrowid, description).
+
+Times are stored as Unix seconds (REAL); conversion to aware datetimes happens at the edges.
+Connections are short-lived and autocommit; every write is one `BEGIN IMMEDIATE` transaction, so
+no write transaction is ever held while a task runs. Exactly-once per (task, slot) rests on a
+partial unique index: the scheduled first attempt of a slot can be inserted once, by one tick.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..core.outcome import Outcome, RunResult
+from .comments import CommentsTable
+from .heals import HealsTable
+from .incidents import IncidentsTable
+from .meta import MetaTable
+from .outbox import OutboxTable
+from .runs import Owner, RunsTable
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .task_state import TaskState, TaskStateTable
+
+__all__ = ["SCHEMA_VERSION", "Owner", "Store", "StoreError", "TaskState", "last_tick",
+           "state_store"]
+
+
+class StoreError(Exception):
+    """The state database cannot be used (missing folder rights, corrupt file, ...)."""
+
+
+class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
+            HealsTable):
+    """The state: a connection (SQLite or PostgreSQL), its short write transactions and
+    migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
+
+    def __init__(self, path: Path, url: str | None = None, host: str | None = None):
+        """`path`: the SQLite file; `url`: a postgresql:// URL, used instead when given;
+        `host`: this host's name, written into the run rows it claims."""
+        self.path = path
+        self.url = url
+        self.host = host
+        self.fence: tuple[str, int] | None = None  # (task, token) while a run holds its lease
+        self._db: sqlite3.Connection | None = None
+
+    @property
+    def dialect(self) -> str:
+        return "postgresql" if self.url else "sqlite"
+
+    # -- connection -------------------------------------------------------------------------
+
+    def connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            # type: ignore[assignment]
+            self._db = _open_pg(self.url) if self.url else _open(self.path)
+        return self._db  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> Store:
+        self.connect()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One short write transaction (BEGIN IMMEDIATE takes the write lock up front, so two
+        ticks never deadlock upgrading a read lock)."""
+        db = self.connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if self.fence is not None:  # issue 11: a holder whose lease was taken over
+                from ..hosts.lease import check_fence  # writes nothing (lease.FencedOff)
+
+                check_fence(db, *self.fence)
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # -- runs: the closing writes, kept in the spool when PostgreSQL is away ----------------
+
+    def finish_run(self, run_id: int, result: RunResult, finished_at: float) -> bool:
+        """Record the outcome of a running row. Returns False when the row was no longer
+        running (another tick already declared it timed out or crashed). PostgreSQL out of
+        reach: the outcome goes to the spool (spool.py) and StoreError says so."""
+        with self._spooling(run_id, {
+                "op": "finish", "run_id": run_id, "at": finished_at,
+                "outcome": result.outcome.value, "exit_code": result.exit_code,
+                "fail_reason": result.fail_reason, "duration": result.duration,
+                "output_tail": result.output_tail, "extra": result.extra or None,
+                "log_path": str(result.log_path) if result.log_path else None}):
+            return self._finish_run(run_id, result, finished_at)
+
+    @contextmanager
+    def _spooling(self, run_id: int, entry: dict) -> Iterator[None]:
+        """Issue 11: a run's closing write that a lost PostgreSQL connection refuses is kept
+        in state/spool.jsonl for the next tick (spool.replay), not lost."""
+        try:
+            yield
+        except Exception as exc:
+            if not self.url or type(exc).__name__ != "OperationalError":
+                raise
+            from .spool import NAME, add
+
+            add(self.path.parent, entry)
+            raise StoreError(
+                f"the state database (state_url) became unreachable: {exc}. Run {run_id}'s"
+                f" outcome is kept in {self.path.parent / NAME}; the next tick records it"
+            ) from None
+
+    def end_running(self, run_id: int, status: Outcome, reason: str, now: float,
+                    ended_at: float | None = None, unobserved: bool = False) -> bool:
+        """Close a row still marked running (crashed, timed out by a stale-lock kill, skipped
+        because the lock was held). Check-and-set: only one caller wins. `ended_at`: the real
+        end when known; `unobserved`: nobody saw the end, so no duration is recorded (the time
+        until detection is not one)."""
+        end = now if ended_at is None else ended_at
+        with self._spooling(run_id, {"op": "end", "run_id": run_id, "status": status.value,
+                                     "reason": reason, "now": now, "ended_at": ended_at,
+                                     "unobserved": unobserved}):
+            return self._end_running(run_id, status, reason, end, unobserved)
+
+
+def last_tick(config, store: Store) -> str | None:
+    """When this host's tick last ran: with a shared state, kept in this host's own database
+    (its idle ticks write nothing to PostgreSQL; issue 11)."""
+    if not config.state_url:
+        return store.get_meta("last_tick")
+    if not config.db_path.exists():
+        return None
+    with Store(config.db_path) as local:
+        return local.get_meta("last_tick")
+
+
+def state_store(config) -> Store:  # config: config.Config
+    """The configured state: PostgreSQL when state_url is set, else state/mdcron.db."""
+    return Store(config.db_path, url=config.state_url, host=config.host_name)
+
+
+def _open_pg(url: str):  # -> pgstate.PgConnection
+    from .pgstate import PgError, connect
+
+    try:
+        return connect(url)
+    except PgError as exc:
+        raise StoreError(f"the state database (state_url) cannot be used: {exc}. Check that"
+                         " PostgreSQL is running and reachable from this host and that the URL"
+                         " and password are right (`scheduler.py doctor`); nothing ran.") from None
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        created = False
+        if not path.exists():
+            # Created owner-only before SQLite touches it; the WAL files inherit the mode.
+            # O_EXCL: of two ticks racing to create it, one only is the creator.
+            try:
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                created = True
+            except FileExistsError:
+                pass
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA busy_timeout = 60000")
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        _migrate(db)
+        if created:  # a lost database must not pass silently (dbguard.py)
+            from .dbguard import note_created
+
+            note_created(db, path)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"the state database {path} cannot be used: {exc}. Run `scheduler.py doctor`; to"
+            f" start afresh, move the file aside (history will be lost)."
+        ) from exc
+    except OSError as exc:
+        raise StoreError(f"the state database {path} cannot be opened: {exc}") from exc
+    return db
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"schema version {version} is newer than this mdcron ({SCHEMA_VERSION}): upgrade mdcron"
+        )
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]  # another tick may have won
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _statements(MIGRATIONS[step]):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {step + 1}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (executescript would COMMIT our transaction)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            yield buffer
+            buffer = ""
+    if buffer.strip():
+        yield buffer

@@ -1,0 +1,596 @@
+"""Task files (tasks/*.md) → Task objects, with every problem reported.
+
+A task file is YAML frontmatter between `---` lines, then a Markdown body (see
+frontmatter_edit.py for the exact layout rules). Reading never raises for bad content: each
+problem comes back as a Problem that says where it is, what is wrong and what would be right.
+Any error means no Task for that file; warnings (unknown keys, a missing cwd folder) do not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import reprlib
+import stat
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..core.cron import ScheduleError, parse_schedule, resolve_zone
+from ..core.problems import Problem, unknown_key
+from ..core.units import DurationError, parse_duration
+from ..settings.config import Config
+from . import task as task_model
+from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
+from .paths import PathError, script_path, task_cwd
+from .task import Task
+from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
+
+MAX_BYTES = 1024 * 1024
+MAX_SECONDS = 366 * 86400  # longer durations are surely typos (and overflow date maths)
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+KNOWN_KEYS: frozenset[str] = frozenset(
+    name for name in Task.__dataclass_fields__ if name not in ("path", "body")
+)
+_ERROR_PREFIX = "internal error while reading this file"
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 60
+_repr.maxlevel = 2
+
+
+class _Bad(Exception):
+    """A value that cannot be used; the message says what would be right."""
+
+
+def _show(value: object) -> str:
+    """A value for a message: strings in double quotes, everything else short."""
+    if isinstance(value, str):
+        text = value if len(value) <= 60 else value[:57] + "..."
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "nothing"
+    if isinstance(value, int) and abs(value) > 10**30:
+        return "a huge number"
+    return _repr.repr(value)
+
+
+# --- value checks: each returns the converted value or raises _Bad ------------------------
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float, dt.date)) and not isinstance(value, bool):
+        raise _Bad(f'expected text; got {_show(value)} — put it in quotes: "{value}"')
+    raise _Bad(f"expected text; got {_show(value)}")
+
+
+def _id(value: object) -> str:
+    text = _text(value)
+    if not ID_PATTERN.fullmatch(text) or ".." in text:
+        raise _Bad(
+            "expected 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit "
+            f"and without '..' (e.g. backup-db); got {_show(text)}"
+        )
+    return text
+
+
+def _schedule(value: object) -> str:
+    if isinstance(value, dt.date):
+        at = value.isoformat()[:16] if isinstance(value, dt.datetime) else f"{value}T09:00"
+        raise _Bad(
+            f"YAML read {value} as a date, not a schedule; write the schedule in quotes, "
+            f'e.g. schedule: "@at {at}" or schedule: "0 9 * * *"'
+        )
+    text = _text(value)
+    if not text.strip():
+        raise _Bad('expected a cron expression or macro, e.g. "*/5 * * * *" or "@daily"')
+    return text
+
+
+def _flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _Bad(f"expected true or false; got {_show(value)}")
+
+
+def _choice(options: Sequence[str]) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if isinstance(value, str) and value in options:
+            return value
+        raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}")
+
+    return check
+
+
+def _seconds(value: object, what: str) -> float:
+    try:
+        seconds = parse_duration(value)
+    except (DurationError, OverflowError):
+        raise _Bad(f"expected {what}; got {_show(value)}") from None
+    if seconds > MAX_SECONDS:
+        raise _Bad(f"expected at most 366d; got {_show(value)}")
+    return seconds
+
+
+def _timeout(value: object) -> float:
+    seconds = _seconds(value, "seconds or a duration like 90s, 10m, 2h")
+    if seconds <= 0:
+        raise _Bad(f"expected more than 0 seconds, e.g. 90s, 10m, 2h; got {_show(value)}")
+    return seconds
+
+
+def _catchup(value: object) -> float:
+    if value == "always":
+        return task_model.CATCHUP_ALWAYS
+    if value == "never":
+        return task_model.CATCHUP_NEVER
+    return _seconds(value, 'a duration like 90s, 10m, 2h, or "always" or "never"')
+
+
+def _command(value: object) -> str:
+    text = _text(value)
+    if not text.strip():
+        raise _Bad("expected a command, e.g. command: ./backup.sh; got an empty one")
+    return text
+
+
+def _str_list(example: str) -> Callable[[object], tuple[str, ...]]:
+    def check(value: object) -> tuple[str, ...]:
+        if isinstance(value, str):
+            raise _Bad(f"use a list: {example}; got the single text {_show(value)}")
+        if not isinstance(value, list):
+            raise _Bad(f"expected a list like {example}; got {_show(value)}")
+        bad = [item for item in value if not isinstance(item, str)]
+        if bad:
+            raise _Bad(f"expected a list of texts like {example}; {_show(bad[0])} is not text")
+        return tuple(value)
+
+    return check
+
+
+def _names(value: object) -> tuple[str, ...]:
+    names = _str_list("[GITHUB_TOKEN, SLACK_TOKEN]")(value)
+    for name in names:
+        if not ENV_NAME.fullmatch(name):
+            raise _Bad(f"{_show(name)} is not an environment variable name (A-Z, 0-9, _)")
+    return names
+
+
+def _env(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise _Bad(
+            f"expected a mapping of NAME: value, e.g. env: {{LANG: C.UTF-8}}; got {_show(value)}"
+        )
+    result = {}
+    for name, item in value.items():
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            raise _Bad(f"{_show(name)} is not an environment variable name (A-Z, 0-9, _)")
+        if isinstance(item, bool):
+            result[name] = "true" if item else "false"
+        elif isinstance(item, (str, int, float)):
+            result[name] = str(item)
+        else:
+            raise _Bad(f"{name}: expected a text or number value; got {_show(item)}")
+    return result
+
+
+def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
+    from ..settings.state_url import HOST_LIKE  # lazy: state_url loads socket; only for `hosts:`
+
+    for name in names:
+        if not HOST_LIKE.fullmatch(name):
+            raise _Bad(f"{_show(name)} is not a host name (letters, digits, '-', '_'; the"
+                       " `host:` of a scheduler.yaml)")
+    if not names:
+        raise _Bad("an empty list would run the task nowhere; leave hosts out for any host")
+    return names
+
+
+_CHECKS: dict[str, Callable[[object], object]] = {
+    "id": _id,
+    "title": _text,
+    "schedule": _schedule,
+    "timezone": _text,
+    "timeout": _timeout,
+    "retry": _flag,
+    "enabled": _flag,
+    "disabled_reason": _choice(task_model.DISABLED_REASONS),
+    "self_heal": _flag,
+    "notify_on": _choice(task_model.NOTIFY_ON),
+    "notify_to": _text,
+    "run_as": _choice(task_model.RUN_AS),
+    "command": _command,
+    "cwd": _text,
+    "cwd_policy": _text,
+    "env": _env,
+    "secrets": _names,
+    "catchup": _catchup,
+    "tags": _str_list("tags: [backup, nightly]"),
+    "prompt": _text,
+    "model": _text,
+    "heal_paths": _str_list('heal_paths: ["scripts/*.sh"]'),
+    "claude_config": _text,
+    "after": lambda v: tuple(_id(x) for x in _str_list("after: [extract, fetch]")(v)),
+    "chain_window": _timeout,
+    "once_per": _choice(task_model.ONCE_PER),
+    "uses": _str_list("uses: [gpu]"),
+    "on_busy": _choice(task_model.ON_BUSY),
+    "busy_wait": lambda v: _seconds(v, "a duration like 30s, 5m"),
+    "hosts": lambda v: _hosts(_str_list("hosts: [web1, web2]")(v)),
+}
+assert set(_CHECKS) == KNOWN_KEYS
+_NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+_LONG_WORD = re.compile(r"\S{120,}")
+
+
+def _clip(message: str) -> str:
+    """Messages quote values (a schedule, a path); a huge value must not make a huge message
+    in the cron log: any run of 120+ characters without a space keeps its start and length."""
+    return _LONG_WORD.sub(lambda m: f"{m[0][:60]}…({len(m[0])} characters)", message)
+
+
+class _Report:
+    """Problems of one file, with the line of each top-level key."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.problems: list[Problem] = []
+        self.lines: dict[str, int] = {}  # key -> 1-based line (the last one, as YAML reads it)
+        self.close_line: int | None = None
+
+    def error(self, message: str, key: str | None = None, line: int | None = None) -> None:
+        line = line if line is not None else self.lines.get(key or "")
+        self.problems.append(Problem(self.path, _clip(message), key=key, line=line))
+
+    def warn(self, message: str, key: str | None = None) -> None:
+        line = self.lines.get(key or "")
+        self.problems.append(Problem(self.path, _clip(message), key=key, line=line,
+                                     severity="warning"))
+
+    @property
+    def failed(self) -> bool:
+        return any(p.severity == "error" for p in self.problems)
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path))
+
+
+def parse_task_text(text: str, path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
+    """The Task in `text` (the content of the file at `path`) and every problem found."""
+    report = _Report(_absolute(path))
+    try:
+        task = _parse(text, report, config)
+    except Exception as exc:  # a bug of ours must not stop the other files or the tick
+        report.error(f"{_ERROR_PREFIX} ({type(exc).__name__}: {exc}); please report it")
+        task = None
+    return (None if report.failed else task), report.problems
+
+
+SETTLE_TRIES = 3  # reads of a file that is being written before its error is reported
+SETTLE_PAUSE = 0.05  # seconds between them
+
+
+def load_task_file(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
+    """Read and parse one task file; unreadable, binary, non-UTF-8 or huge files are problems.
+
+    An editor that saves in place (truncate, then write) can be caught half-way: when a read
+    gives an error and the file was empty or changed while it was read, it is read again (a
+    few times, 50 ms apart) before the error counts."""
+    path = _absolute(path)
+    for _ in range(SETTLE_TRIES - 1):
+        before = _stat_key(path)
+        task, problems = _load_once(path, config)
+        if task is not None or (before is not None and before[0] > 0
+                                and before == _stat_key(path)):
+            return task, problems
+        time.sleep(SETTLE_PAUSE)
+    return _load_once(path, config)
+
+
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ino
+
+
+def _load_once(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
+    report = _Report(path)
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            report.error("not a regular file; a task file is a Markdown text file")
+            return None, report.problems
+        if info.st_size > MAX_BYTES:
+            report.error(_too_large(info.st_size))
+            return None, report.problems
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        report.error(f"cannot read the file: {exc.strerror or exc}")
+        return None, report.problems
+    if len(data) > MAX_BYTES:
+        report.error(_too_large(len(data)))
+        return None, report.problems
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        report.error(_nul_message(), line=line)
+        return None, report.problems
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        report.error(_not_utf8(f"byte {exc.start}"), line=line)
+        return None, report.problems
+    return parse_task_text(text, path, config)
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"too large ({size} bytes; a task file may be at most 1 MiB): keep data and long "
+        "scripts in separate files and refer to them"
+    )
+
+
+def _nul_message() -> str:
+    return "contains NUL bytes, so it is not a text file; a task file is UTF-8 Markdown"
+
+
+def _not_utf8(where: str) -> str:
+    return f"not UTF-8 text (bad {where}); save the file as UTF-8"
+
+
+def _parse(text: str, report: _Report, config: Config) -> Task | None:
+    if len(text) > MAX_BYTES:
+        report.error(_too_large(len(text)))
+        return None
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        report.error(_not_utf8(f"character {exc.start}"), line=text.count("\n", 0, exc.start) + 1)
+        return None
+    if size > MAX_BYTES:
+        report.error(_too_large(size))
+        return None
+    if "\x00" in text:
+        report.error(_nul_message(), line=text.count("\n", 0, text.index("\x00")) + 1)
+        return None
+    data, body = _read_frontmatter(text, report)
+    if data is None:
+        return None
+    return _build(data, body, report, config)
+
+
+def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
+    lines = split_lines(text)
+    try:
+        opening, close = find_frontmatter(lines)
+    except EditError as exc:
+        report.error(str(exc), line=1)
+        return None, ""
+    report.close_line = close + 1
+    first_line = opening + 2  # 1-based line of the first frontmatter line
+    yaml_text = "".join(lines[opening + 1 : close])
+    body = "".join(lines[close + 1 :]).strip()
+    counts: dict[str, list[int]] = {}
+    for k in key_lines(lines, opening + 1, close):
+        counts.setdefault(k.key, []).append(k.start + 1)
+    report.lines = {key: found[-1] for key, found in counts.items()}
+    data = _load_yaml(yaml_text, first_line, report)
+    if data is None:
+        return None, body
+    for key, found in counts.items():
+        if len(found) > 1 and key in data:
+            where = " and ".join(str(n) for n in found)
+            report.error(
+                f"{key}: appears on lines {where}; YAML would silently use the last one — "
+                "keep one",
+                key=key,
+            )
+    return data, body
+
+
+def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
+    # lazy: python-frontmatter + yaml (~10 ms), only for a file the cache has not seen (cache.py)
+    import frontmatter  # python-frontmatter's YAML handler: yaml.load with CSafeLoader
+    import yaml
+
+    try:
+        data = frontmatter.YAMLHandler().load(yaml_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = None
+        if mark is not None:
+            line = first_line + mark.line
+        elif getattr(exc, "position", None) is not None:  # ReaderError: a bad character
+            line = first_line + yaml_text.count("\n", 0, exc.position)  # type: ignore[attr-defined]
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        hint = _yaml_hint(yaml_text, line - first_line if line is not None else None)
+        key = next((k for k, n in report.lines.items() if n == line), None)
+        report.error(f"the frontmatter is not valid YAML: {problem}{hint}", key=key, line=line)
+        return None
+    except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
+        if "integer string conversion" in str(exc):
+            report.error("the frontmatter holds a number thousands of digits long; shorten it")
+        else:
+            report.error(f"the frontmatter cannot be read: {type(exc).__name__}: {exc}")
+        return None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        kind = "a list" if isinstance(data, list) else f"a single value ({_show(data)})"
+        report.error(
+            f"the frontmatter is {kind}, not a mapping; write one key: value per line, "
+            "e.g. id: backup-db",
+            line=first_line,
+        )
+        return None
+    return data
+
+
+def _yaml_hint(yaml_text: str, index: int | None) -> str:
+    if index is None:
+        return ""
+    lines = yaml_text.split("\n")
+    if not 0 <= index < len(lines):
+        return ""
+    line = lines[index].rstrip("\r")
+    if "\t" in line[: len(line) - len(line.lstrip())]:
+        return "; indent with spaces, not tabs"
+    match = re.match(r"([^\s#:][^:#]*?)\s*:\s+([@`*%].*?)(\s+#.*)?$", line)
+    if match:
+        value = match[2].replace("\\", "\\\\").replace('"', '\\"')
+        return (
+            f"; a value starting with {match[2][0]!r} must be quoted: "
+            f'{match[1]}: "{value}"'
+        )
+    return ""
+
+
+def _build(data: dict, body: str, report: _Report, config: Config) -> Task | None:
+    values: dict[str, object] = {}
+    for key, value in data.items():
+        if not isinstance(key, str):
+            report.warn(
+                f"key {_show(key)} is not a name (YAML read it as {type(key).__name__}) and is "
+                "ignored; keys are lower-case words like schedule"
+            )
+            continue
+        check = _CHECKS.get(key)
+        if check is None:
+            report.warn(unknown_key(key, KNOWN_KEYS), key=key)
+            continue
+        if value is None and key in _NULL_OK:
+            continue
+        try:
+            values[key] = check(value)
+        except _Bad as exc:
+            report.error(f"{key}: {exc}", key=key)
+    for key, example in (("id", "id: backup-db"), ("schedule", 'schedule: "0 3 * * *"')):
+        if key not in data:
+            report.error(
+                f"{key}: missing; add a line like {example} before the closing '---' "
+                f"(line {report.close_line})",
+                key=key,
+                line=report.close_line,
+            )
+    _check_schedule(values, report, config)
+    _check_issue12_keys(values, report, config)
+    _check_kind(values, body, report)
+    if "cwd" in values and "cwd_policy" in values:
+        report.error("cwd_policy: set either cwd or cwd_policy, not both", key="cwd_policy")
+    if report.failed:
+        return None
+    values.setdefault("title", values["id"])
+    if not values["title"]:
+        values["title"] = values["id"]
+    task = Task(path=report.path, body=body, **values)  # type: ignore[arg-type]
+    _check_paths(task, report, config)
+    return task
+
+
+def _check_schedule(values: dict[str, object], report: _Report, config: Config) -> None:
+    zone = None
+    if "timezone" in values:
+        try:
+            zone = resolve_zone(values["timezone"])  # type: ignore[arg-type]
+        except ScheduleError as exc:
+            report.error(f"timezone: {exc}", key="timezone")
+    if zone is None:
+        zone = resolve_zone(config.timezone)  # checked when the config was loaded
+    # type: ignore[arg-type]
+    if "schedule" not in values or _after_words(values["schedule"]) is not None:
+        return  # a chain: checked by _check_issue12_keys
+    try:
+        parse_schedule(values["schedule"], zone)  # type: ignore[arg-type]
+    except ScheduleError as exc:
+        report.error(f"schedule: {exc}", key="schedule")
+
+
+def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
+    run_as = values.get("run_as", "shell")
+    reported = any(p.key == "command" for p in report.problems)
+    if run_as in ("shell", "script") and "command" not in values and not reported:
+        example = "./backup.sh" if run_as == "script" else "echo hello"
+        report.error(
+            f"command: missing; run_as: {run_as} needs a command, e.g. command: {example}",
+            key="command",
+            line=report.lines.get("run_as", report.close_line),
+        )
+    prompt = values.get("prompt")
+    if run_as == "claude" and not (isinstance(prompt, str) and prompt.strip()) and not body:
+        report.error(
+            "prompt: missing; run_as: claude needs a prompt: a prompt key or the text below "
+            "the closing '---'",
+            key="prompt",
+            line=report.lines.get("run_as"),
+        )
+
+
+def _check_paths(task: Task, report: _Report, config: Config) -> None:
+    key = "cwd" if task.cwd is not None else "cwd_policy"
+    try:
+        cwd = task_cwd(task, config)
+    except PathError as exc:
+        report.error(f"{key}: {exc}", key=key)
+        return
+    if key == "cwd" and not cwd.is_dir():
+        state = "is not a folder" if cwd.exists() else "does not exist (yet)"
+        report.warn(f"cwd: {cwd} {state}; runs will fail until it is a folder", key="cwd")
+    if task.run_as == "script":
+        try:
+            script_path(task, config)
+        except PathError as exc:
+            report.error(f"command: {exc}", key="command")
+
+
+def _after_words(schedule: str) -> list[str] | None:
+    """`schedule: after extract, fetch` -> ["extract", "fetch"]; None when not a chain."""
+    words = schedule.replace(",", " ").split()
+    if not words or words[0] != "after":
+        return None
+    return words[1:]
+
+
+def _check_issue12_keys(values: dict[str, object], report: _Report, config: Config) -> None:
+    """Chains (`schedule: after x` / `after:`) and `uses:` against the config's resources.
+    Cross-file checks (unknown upstream, cycles) are in chains.check_graph."""
+    # type: ignore[arg-type]
+    words = _after_words(values["schedule"]) if "schedule" in values else None
+    listed = values.get("after", ())
+    if words is not None:
+        try:
+            names = tuple(dict.fromkeys([*(_id(w) for w in words), *listed]))  # type: ignore[misc]
+        except _Bad as exc:
+            report.error(f"schedule: after: {exc}", key="schedule")
+            return
+        if not names:
+            report.error('schedule: "after" needs the upstream task, e.g. schedule: after '
+                         "extract, or after: [extract, fetch] with schedule: after", key="schedule")
+        values["after"] = names
+    elif listed:
+        report.error("after: only works with schedule: after (the upstream decides when this "
+                     "runs); write schedule: after", key="after")
+    if values.get("id") in values.get("after", ()):  # type: ignore[operator]
+        report.error("after: a task cannot run after itself", key="after")
+    resources = config.resources
+    for name in values.get("uses", ()):  # type: ignore[attr-defined]
+        if name not in resources:
+            import difflib  # lazy: only for a misspelt resource
+
+            near = difflib.get_close_matches(name, sorted(resources), n=1, cutoff=0.6)
+            hint = (f"did you mean {near[0]!r}?" if near else
+                    f"add it to scheduler.yaml, e.g. resources: {{{name}: 1}}")
+            report.error(f"uses: unknown resource {name!r}; {hint}", key="uses")
