@@ -9,6 +9,11 @@ Rules:
                            the task are resolved; a success alert when notify_on is success/always
 - a run found crashed / killed as stale by recovery -> forced alert + incident `crashed` /
                           `timeout` (unless notify_on: never), sent before this tick's own runs
+
+Lazy imports: most ladders and ticks end with nothing to say, so the outbox (notify), incidents,
+the task-file parser and hashing load only when an alert, an incident or a resolution is
+written; cli.doctor sits above alerts in the layers and is imported back only to build the
+direct alert of a tick that cannot use its database.
 """
 
 from __future__ import annotations

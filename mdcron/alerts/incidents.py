@@ -4,6 +4,9 @@ A repeat of an open incident bumps its count, last_seen, last error and output t
 opening another (the partial unique index `incidents_one_open` makes that an upsert, safe
 against two ticks at once). Incidents close when the task succeeds or is re-enabled, or by hand.
 `incident_command` (from the config) runs for newly opened incidents only; the caller decides.
+
+Lazy imports: the process runner (run/process.py) loads only when an incident command is
+configured and runs.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@ The tick calls `enqueue` for each alert as it happens (no network) and `flush` o
 
 apprise is imported on the first send only; its log records never propagate to our loggers
 (failure reasons are taken from its captured logs, masked).
+
+Lazy imports: apprise (hundreds of ms, its plugins) loads only when a message is actually
+delivered; the heartbeat module only when a heartbeat is pinged from here.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ the reply and the action, and the decision is appended to logs/comments-audit.lo
 
 Without an API key, or when the API fails, nothing is decided: the task runs and the comments
 stay unread for a later tick. Model misbehaviour never raises.
+
+Lazy imports: the task-file parser (yaml) loads only when a reply changes a field of the task
+file.
 """
 
 from __future__ import annotations

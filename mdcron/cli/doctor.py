@@ -9,6 +9,11 @@ open or write), the outbox in that database cannot carry the alert. `config_erro
 `store_error_alert` send a forced alert straight through apprise instead, at most once an hour
 for the same problem (a small marker file in state/, when that folder is writable), using only
 the parts of a broken config that still parse on their own.
+
+Lazy imports: each check loads what it alone needs (yaml, apprise, the PostgreSQL probe, fcntl,
+subprocess, the crontab reader, the cache loader), so a check that does not apply costs nothing,
+and the tick, which imports doctor for the alerts that cannot wait for the database, pays for
+none of them.
 """
 
 from __future__ import annotations

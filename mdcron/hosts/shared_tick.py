@@ -1,5 +1,10 @@
 """The tick's steps for a state shared by several hosts (issue 11), in the order run_tick
-takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key)."""
+takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key).
+
+Lazy imports: on SQLite every step here is a no-op, so the spool, the lease and host-file
+modules, the spooled ladder and the idle mirror load only with a shared (PostgreSQL) state; the
+spooled ladder (run/) sits above hosts in the layers.
+"""
 
 from __future__ import annotations
 

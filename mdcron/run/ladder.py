@@ -2,6 +2,9 @@
 
 escalation.py decides; this module carries the steps out and records each as a history row:
 attempt 1 `run`, then `retry` rows for reruns and `heal` rows for heals, all for the same slot.
+
+Lazy imports: leases (hosts/lease.py) only with a shared state; the task-file parser and editor
+only when a heal or a suspension touches the file.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ process. So the lock is held exactly as long as the tick or the task lives: a ti
 leaves it held by a task that is still running (nothing starts twice), and a dead holder frees it
 by itself. The JSON inside names the holder by pid *and* process start time *and* boot id, so a
 reused pid can never pass for the holder when a stale lock is killed.
+
+Lazy imports: `list`, `why` and the dashboard import this module to read holders only; fcntl and
+portalocker load when a lock is taken, the process runner, signal and time only when a stale
+holder must be killed.
 """
 
 from __future__ import annotations

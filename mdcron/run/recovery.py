@@ -3,6 +3,8 @@
 A row is crashed when the tick that owned it is gone *and* the task's lock is free (no orphaned
 task process is still running). A lock whose live holder is past its deadline + 60 s is stale: its
 process group is killed and the run recorded as a timeout.
+
+Lazy imports: leases (hosts/lease.py) exist only with a shared state.
 """
 
 from __future__ import annotations

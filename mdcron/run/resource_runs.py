@@ -2,6 +2,9 @@
 the ladder holding them (resources.py explains the units). They run in a thread pool of their own
 (max_parallel workers) beside the tick's other runs, so a task waiting on a resource never holds
 up tasks that need none.
+
+Lazy imports: the thread pool loads only when deferred runs wait for units; leases
+(hosts/lease.py) only with a shared state.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from ..core.outcome import Outcome, RunResult
 from ..state.store import Store, state_store
 from .attempt import RunContext
+from .dispatch import after_one
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
@@ -54,8 +58,6 @@ def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: He
         if got is not None:
             say(describe(got[1]))
             with state_store(ctx.config) as store:  # its alerts when it ends (dispatch.after_one)
-                from .dispatch import after_one
-
                 after_one(store, ctx, got[1], say)
             out.done.append(got)
 

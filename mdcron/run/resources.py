@@ -14,6 +14,9 @@ until its catch-up allowance runs out, then `skipped`), `skip`, or `run` (run an
 MDCRON_BUSY_RESOURCES). With a state shared by several hosts (issue 11) each unit is also a
 lease row (lease.py), so the capacity holds across hosts; `holders` (for `list`, `why`) still
 shows this host's units only.
+
+Lazy imports: leases (hosts/lease.py) only with a shared state, where a unit is also a lease
+row.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ advances (or resets on a success), the ladder's rule decides whether the task is
 (that many failures in a row, or a failure on probation), and the alert and incident the
 ladder would have sent are sent ("failure", "timeout", "suspended", "recovered"), saying that
 the result came from the spool.
+
+Lazy imports: a spooled result is rare (the database was away when a run ended), so the ladder,
+alerts and task-file modules load only when one is replayed.
 """
 
 from __future__ import annotations

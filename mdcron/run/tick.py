@@ -2,6 +2,11 @@
 
 State is advanced (slots claimed) before anything runs, so a task that crashes the tick cannot
 make the next tick run the same slot again.
+
+Lazy imports: each step loads its modules only when it has work: the cron maths and the cache on
+the full path, chains and once_per only when a task uses them, self-heal (and its Claude client)
+only with a heal to run, the lost-database guard only after a recreation, alerts only when there
+is something to say; the cheapest full tick imports the least (bench: tick, one due).
 """
 
 from __future__ import annotations

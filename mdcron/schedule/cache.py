@@ -15,6 +15,10 @@ counts while task_state still holds the values it came from. Only candidates (ne
 go through decide(), which has the final word (catch-up, coalescing, DST). Only candidates and
 changed files become Task objects. Anything odd in a row (bad JSON, a checksum that does not
 match) means: read the file again. The files are the truth; the cache can always be deleted.
+
+Lazy imports: a cached row carries its parsed schedule, so the cron maths, the task-file parser
+(yaml) and the path checks load only for a file that changed; hashing and `hosts:` matching only
+when needed.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ event, so a tick that dies between an upstream's success and its downstream's st
 nothing: the next tick finds the success row. The tick starts downstreams right after its own
 runs (run_rounds), round after round, so a chain a → b → c completes within one tick.
 The queries sit in small functions so that a later state interface can take them over.
+
+Lazy imports: starting and reporting a downstream task needs the run layer (dispatch, resource
+runs, locks) and the outbox, which sit above schedule in the layers (the tick calls into this
+module); they load when a chain actually runs. difflib only for a did-you-mean.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ logs/self-heal-audit.log; changed files are backed up first, so `revert_heal` ca
 
 Budgets: at most `max_heals_per_tick` heals per healer instance (it lives for one tick) and
 `claude.max_heals_per_day` per task over the last 24 hours (rows in `heals`).
+
+Lazy imports: the path checks load only when a heal edits a file, shutil only when old backups
+are pruned.
 """
 
 from __future__ import annotations

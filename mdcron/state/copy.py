@@ -5,6 +5,8 @@ Copies every table of the state (runs, task state, notifications and their windo
 incidents, heals, comments), ids included, in one transaction into an empty database, then moves
 the id sequences past the copied ids. Runs recorded before hosts existed get this host's name.
 The parse cache and meta facts stay local (they are this host's). The SQLite file is only read.
+
+Lazy imports: pgstate (and psycopg behind it) only once the target URL is known good.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ history, failure counts, incidents and outbox are gone. When store.py creates th
 that every creation leaves, or run logs under logs/runs), it leaves a `database_recreated` note
 in the new database's meta table. The next full tick (`alert_if_recreated`) turns the note into
 one forced alert and removes it, whichever command created the file.
+
+Lazy imports: the outbox (alerts/, above state in the layers) only when a recreated database
+must be reported.
 """
 
 from __future__ import annotations

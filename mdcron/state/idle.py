@@ -27,6 +27,11 @@ host's copy of the shared ones, and one more condition holds: the shared state i
 elsewhere has its "runs nowhere" alert row as the full tick would leave it (hostfiles.py).
 A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
+
+Lazy imports: this module is the idle tick itself, measured in milliseconds, so each import
+waits for the moment it is needed: sqlite3 once there is a cache to read, json only when due
+tasks are checked against their `hosts:`, datetime only for a dry run's line, pgidle only with a
+PostgreSQL state, the heartbeat (alerts/, above state) only when one is configured.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import os
 import time
 
+from .. import __version__
 from .schema import SCHEMA_VERSION  # a module of SQL text: nothing imported, stdlib-only path
 
 CACHE_FORMAT = 2
@@ -83,8 +89,6 @@ def code_fingerprint() -> str:
 
 def cache_key(config: str) -> str:
     """Everything every cached row depends on besides its own file; `config` from config_text."""
-    from .. import __version__
-
     return "\n".join((str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
                       os.environ.get("HOME", ""), config,
                       os.uname().nodename))  # the default `host` (cache_elsewhere depends on it)

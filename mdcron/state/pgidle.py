@@ -12,6 +12,10 @@ the database's clock for the skew rule, in one query.
 That query goes through libpq itself (ctypes, the library psycopg[binary] ships): importing
 psycopg costs ~300 ms, libpq ~15 ms. Anything unexpected (no library, no connection, another
 URL, a version moved) answers False and the full tick runs, which says what is wrong.
+
+Lazy imports: the idle tick with PostgreSQL, in milliseconds: ctypes and the library search load
+only when libpq is first needed, `re` (via envref) only for a `${VAR}` in the URL, host-file
+markers only when due tasks run elsewhere.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ behind PgBouncer in transaction mode. Exactly-once per (task, slot) does not res
 partial unique index runs_one_per_slot decides (INSERT ... ON CONFLICT DO NOTHING).
 
 psycopg is imported here only, and this module only when state_url is a postgresql:// URL.
+
+Lazy imports: psycopg (~300 ms) is imported by the functions that connect, so translating SQL,
+and a home on SQLite, never load it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 
 from ..settings.state_url import mask
-from .schema import PG_SCHEMA, SCHEMA_VERSION
+from .schema import PG_MIGRATIONS, PG_SCHEMA, PG_SCHEMA_VERSION, SCHEMA_VERSION
 
 WRITE_LOCK = 0x6D6463726F6E  # 'mdcron': the advisory lock every write transaction takes
 SCHEMA_LOCK = WRITE_LOCK + 1
@@ -251,8 +254,6 @@ def _migrate(conn) -> None:
         if version > SCHEMA_VERSION:
             raise _newer(version)
         if version < SCHEMA_VERSION:
-            from .schema import PG_MIGRATIONS, PG_SCHEMA_VERSION
-
             if version == 0:
                 conn.execute(PG_SCHEMA)
                 conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', %s)",

@@ -16,6 +16,8 @@ import json
 import os
 from pathlib import Path
 
+from ..core.outcome import Outcome, RunResult
+
 NAME = "spool.jsonl"
 
 
@@ -71,8 +73,6 @@ def replay(store, state_dir: Path,
 
 
 def _write(store, e: dict):  # -> (line, the RunResult written or None)
-    from ..core.outcome import Outcome, RunResult
-
     if e.get("op") == "finish":
         result = RunResult(Outcome(e["outcome"]), exit_code=e.get("exit_code"),
                            fail_reason=e.get("fail_reason"), duration=e.get("duration", 0.0),

@@ -9,6 +9,10 @@ Times are stored as Unix seconds (REAL); conversion to aware datetimes happens a
 Connections are short-lived and autocommit; every write is one `BEGIN IMMEDIATE` transaction, so
 no write transaction is ever held while a task runs. Exactly-once per (task, slot) rests on a
 partial unique index: the scheduled first attempt of a slot can be inserted once, by one tick.
+
+Lazy imports: the spool, pgstate (psycopg) and the lost-database guard load only when they
+apply: a result the database could not take, a PostgreSQL URL, a database file that had to be
+created.
 """
 
 from __future__ import annotations

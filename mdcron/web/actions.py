@@ -1,5 +1,9 @@
 """POST actions: each calls the core function its CLI command calls (mdcron/cli/actions.py,
-comments, incidents, heal, pause), then sends the browser back to a page (303)."""
+comments, incidents, heal, pause), then sends the browser back to a page (303).
+
+Lazy imports: each POST action loads the core module behind it (comments, self-heal, incidents,
+pauses) when it is used, so serving pages does not load them.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """/api/: the pages as JSON, with the field names of the CLI's --json (`list`, `history`,
-`show`, `incidents`, `doctor`), so scripts and the page read one source."""
+`show`, `incidents`, `doctor`), so scripts and the page read one source.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..cli import actions as core
 from . import data
+from .actions import run_now as start
 from .pages import STATUSES, int_param, task_id
 
 
@@ -62,9 +65,6 @@ def routes(web) -> list[Route]:
         return JSONResponse(data.health_view(web.home, config, web.clock()))
 
     async def run_now(request: Request) -> Response:
-        from ..cli import actions as core
-        from .actions import run_now as start
-
         await web.form(request)
         try:
             pid = start(web, _config(web), task_id(request))

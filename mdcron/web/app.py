@@ -1,7 +1,12 @@
-"""The app factory: routes (pages.py, actions.py, api.py), templates, errors, the guard."""
+"""The app factory: routes (pages.py, actions.py, api.py), templates, errors, the guard.
+
+Lazy imports: markdown-it only when a comment is rendered; web/actions.py imports this module
+back (a circle at the top), so the factory imports the route modules when it builds the app.
+"""
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -98,11 +103,9 @@ class Web:
                                                      keep_blank_values=True).items()}
         except UnicodeDecodeError as exc:
             raise HTTPException(400, "the form is not UTF-8") from exc
-        if request.scope.get("state", {}).get("csrf_form"):
-            import hmac
-
-            if not hmac.compare_digest(fields.get("csrf", ""), self.csrf):
-                raise HTTPException(403, "bad CSRF token: reload the page")
+        if request.scope.get("state", {}).get("csrf_form") and not hmac.compare_digest(
+                fields.get("csrf", ""), self.csrf):
+            raise HTTPException(403, "bad CSRF token: reload the page")
         return fields
 
 

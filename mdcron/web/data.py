@@ -1,6 +1,10 @@
 """What the pages show, read through the same core functions as the CLI (queries, store,
 cache, heal, comments, incidents, doctor). Pure reads: nothing here changes state, except the
-parse cache's own rows that `load_all` refreshes exactly as `list` does."""
+parse cache's own rows that `load_all` refreshes exactly as `list` does.
+
+Lazy imports: each page's view loads the core modules it reads (cache, pauses, comments, heals,
+incidents, doctor, locks) when that page is asked for, so the server starts without them.
+"""
 
 from __future__ import annotations
 

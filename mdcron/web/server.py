@@ -1,4 +1,8 @@
-"""`scheduler.py web`: the token, the bind rules, uvicorn."""
+"""`scheduler.py web`: the token, the bind rules, uvicorn.
+
+Lazy imports: uvicorn and the app (Starlette, Jinja2) load only when the server starts, not when
+its options are checked.
+"""
 
 from __future__ import annotations
 
