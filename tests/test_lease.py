@@ -51,11 +51,11 @@ def test_a_holder_whose_lease_was_taken_over_writes_nothing(two_hosts):
     a.fence = None
     state = a.task_states()["job"]
     assert state.enabled and state.consecutive_failures == 0
-    assert not renew(a.connect(), a.dialect, lease_a, 60)  # a cannot win it back
+    assert not renew(a, lease_a, 60)  # a cannot win it back
     release(a, lease_a)  # an old holder's release leaves the new lease alone
     lease, refused, _ = acquire(a, "job", run_id + 2, "a:4242:boot", 60)
     assert lease is None and "host b" in refused
-    assert renew(b.connect(), b.dialect, lease_b, 60)
+    assert renew(b, lease_b, 60)
 
 
 def test_a_renewed_lease_does_not_expire_and_a_released_one_is_free(two_hosts):
@@ -63,7 +63,7 @@ def test_a_renewed_lease_does_not_expire_and_a_released_one_is_free(two_hosts):
     lease_a, _, _ = acquire(a, "job", 1, "a:1:x", SHORT)
     for _ in range(3):  # renewed well within each interval: held past 3 intervals
         time.sleep(SHORT / 3)
-        assert renew(a.connect(), a.dialect, lease_a, SHORT)
+        assert renew(a, lease_a, SHORT)
     time.sleep(SHORT / 3)
     assert acquire(b, "job", 2, "b:1:x", SHORT)[0] is None
     release(a, lease_a)

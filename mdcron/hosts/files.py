@@ -12,11 +12,15 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+from ..state.hosts import ALERTED
+
+__all__ = ["ALERTED", "DEAD_AFTER", "alert_orphaned", "describe", "differing", "orphaned",
+           "orphaned_state", "record", "seen"]
+
 
 def record(store, files: Iterable[tuple[str, str]], now: float) -> None:
     """files: (task id, path) of this host's valid task files. Writes only what changed."""
-    mine = {r[0]: r[1] for r in store.connect().execute(
-        "SELECT task_id, sha256 FROM task_files WHERE host = ?", (store.host,)).fetchall()}
+    mine = store.host_files()
     seen, changed = set(), []
     for task_id, path in files:
         try:
@@ -26,21 +30,16 @@ def record(store, files: Iterable[tuple[str, str]], now: float) -> None:
             continue
         seen.add(task_id)
         if mine.get(task_id) != digest:
-            changed.append((task_id, store.host, digest, now))
-    gone = [(t, store.host) for t in mine if t not in seen]
+            changed.append((task_id, digest))
+    gone = [t for t in mine if t not in seen]
     if changed or gone:
-        with store.write() as db:
-            db.executemany("INSERT INTO task_files(task_id, host, sha256, seen_at)"
-                           " VALUES (?, ?, ?, ?) ON CONFLICT(task_id, host) DO UPDATE SET"
-                           " sha256 = excluded.sha256, seen_at = excluded.seen_at", changed)
-            db.executemany("DELETE FROM task_files WHERE task_id = ? AND host = ?", gone)
+        store.record_host_files(changed, gone, now)
 
 
 def differing(store) -> dict[str, dict[str, str]]:
     """task id -> {host: short hash} for the tasks whose hosts' copies are not all alike."""
     by_task: dict[str, dict[str, str]] = {}
-    for task_id, host, digest in store.connect().execute(
-            "SELECT task_id, host, sha256 FROM task_files ORDER BY task_id, host").fetchall():
+    for task_id, host, digest in store.file_copies():
         by_task.setdefault(task_id, {})[host] = digest[:8]
     return {t: hosts for t, hosts in by_task.items() if len(set(hosts.values())) > 1}
 
@@ -55,17 +54,10 @@ DEAD_AFTER = 300.0  # seconds without a tick before a host counts as gone
 
 
 def seen(store) -> None:
-    """This host ticked now (the database's clock); the idle tick does it in its one query."""
-    with store.write() as db:
-        db.execute("INSERT INTO hosts(name, seen_at) VALUES (?,"
-                   " extract(epoch FROM clock_timestamp())) ON CONFLICT(name) DO UPDATE SET"
-                   " seen_at = excluded.seen_at", (store.host,))
-        # a task alerted as running nowhere that names this host runs somewhere again
-        db.execute("DELETE FROM meta WHERE key LIKE ? AND ',' || value || ',' LIKE ?",
-                   (ALERTED + "%", f"%,{store.host},%"))
-
-
-ALERTED = "orphaned:"  # meta key prefix: task id -> its hosts (comma-joined) when alerted
+    """This host ticked now (the database's clock); the idle tick does it in its one query. A
+    task alerted as running nowhere that names this host runs somewhere again (its alert row
+    goes, in the same transaction)."""
+    store.host_seen()
 
 
 def alert_orphaned(store, config, tasks, now: float, say) -> None:
@@ -75,23 +67,17 @@ def alert_orphaned(store, config, tasks, now: float, say) -> None:
     (pgidle.unchanged) holds only while these rows agree with the hosts' liveness."""
     from ..alerts.notify import Alert, enqueue
 
-    keys = dict(store.connect().execute(
-        "SELECT key, value FROM meta WHERE key LIKE ?", (ALERTED + "%",)).fetchall())
+    keys = store.metas_with_prefix(ALERTED)
     for task, line in zip(tasks, orphaned(store, tasks, keep=True), strict=True):
         key, sig = ALERTED + task.id, ",".join(task.hosts)
         if not line:
             if key in keys:  # it runs again: a later loss of its hosts alerts anew
-                with store.write() as db:
-                    db.execute("DELETE FROM meta WHERE key = ?", (key,))
+                store.take_meta(key)
             continue
         say(line)
         if keys.get(key) == sig:
             continue  # said already, by this host or another
-        with store.write() as db:
-            won = db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO"
-                             " UPDATE SET value = excluded.value WHERE meta.value !="
-                             " excluded.value RETURNING key", (key, sig)).fetchone()
-        if won:
+        if store.change_meta(key, sig):
             enqueue(store, config, Alert("orphaned", task.id, f"mdcron: {task.id} runs nowhere",
                                          line, destination=task.notify_to), now)
 
@@ -113,9 +99,7 @@ def orphaned_state(here: str, ages: dict[str, float], elsewhere: dict[str, list[
 def orphaned(store, tasks, keep: bool = False) -> list[str]:
     """Lines for the tasks whose `hosts:` have all stopped ticking: they run nowhere.
     `keep`: one entry per task, '' for the others."""
-    rows = store.connect().execute(
-        "SELECT name, extract(epoch FROM clock_timestamp()) - seen_at FROM hosts").fetchall()
-    age = {name: float(a) for name, a in rows}
+    age = {h.name: h.age for h in store.host_ticks()}
     out = []
     for task in tasks:
         if task.hosts and task.enabled and all(age.get(h, float("inf")) > DEAD_AFTER

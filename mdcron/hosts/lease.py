@@ -19,7 +19,8 @@ each other's flocks, so a run also holds a row of `leases` (task_id -> holder, f
 
 No clock of a host is compared with another's: the expiry is written and judged by one clock,
 the database's. A lease is taken and checked inside the write transaction (the advisory write
-lock on PostgreSQL), so two hosts cannot both take one.
+lock on PostgreSQL), so two hosts cannot both take one. The statements (and FencedOff, which
+Store.write raises) live in state/leases.py; this module decides when to use them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from dataclasses import dataclass
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome
+from ..state.leases import Busy, FencedOff, LeaseRow
+
+__all__ = ["LEASE_SECONDS", "FencedOff", "Lease", "Renewer", "acquire", "current",
+           "extend_orphan", "holder_id", "release", "renew", "renewer", "task_lease"]
 
 LEASE_SECONDS = 90.0  # > a cron minute: the host's next tick extends an orphaned task's lease
 
@@ -43,98 +48,44 @@ class Lease:
     fence: int
 
 
-class FencedOff(Exception):
-    """A write by a holder whose lease was taken over: refused, nothing changed."""
-
-
 def holder_id(host: str, pid: int, boot: str | None) -> str:
     return f"{host}:{pid}:{boot or '-'}"
 
 
-def db_now(dialect: str) -> str:
-    """The database's own clock as Unix seconds, in SQL."""
-    if dialect == "postgresql":
-        return "extract(epoch FROM clock_timestamp())::float8"
-    return "((julianday('now') - 2440587.5) * 86400.0)"
-
-
-def check_fence(db, task_id: str, fence: int) -> None:
-    """Inside a write transaction: FencedOff unless the task's lease still has `fence`."""
-    row = db.execute("SELECT fence, host FROM leases WHERE task_id = ?", (task_id,)).fetchone()
-    if row is None or int(row[0]) != fence:
-        by = f"host {row[1]} (fence {row[0]})" if row else "nobody"
-        raise FencedOff(f"the lease of {task_id} was taken over by {by} after it expired; this"
-                        f" holder's write (fence {fence}) was refused: nothing changed")
-
-
-def acquire(store, task_id: str, run_id: int, holder: str,
+def acquire(store, task_id: str, run_id: int | None, holder: str,
             seconds: float) -> tuple[Lease | None, str | None, list[int]]:
     """Take the task's lease for `run_id`: (lease, None, rows of an expired holder to close) or
     (None, why the slot is skipped, []) while another host's holder is within its lease. A
     lease this host held before is taken at once: the caller holds the task's flock, so no
     process of that run is alive here."""
-    now_sql = db_now(store.dialect)
-    with store.write() as db:
-        (now,) = db.execute(f"SELECT {now_sql}").fetchone()
-        row = db.execute("SELECT holder, host, fence, expires_at, coalesce((SELECT started_at"
-                         " FROM runs WHERE runs.id = leases.run_id), acquired_at) FROM leases"
-                         " WHERE task_id = ?", (task_id,)).fetchone()
-        taken: list[int] = []
-        if row is None:
-            fence = 1
-            db.execute("INSERT INTO leases(task_id, holder, host, run_id, fence, acquired_at,"
-                       " expires_at) VALUES (?, ?, ?, ?, 1, ?, ?)",
-                       (task_id, holder, store.host, run_id, now, now + seconds))
-        else:
-            old_holder, old_host, old_fence, expires_at, since = row
-            if old_holder is not None and old_host != store.host and float(expires_at) > now:
-                return None, (f"previous run still running on host {old_host} since"
-                              f" {to_dt(float(since)):%Y-%m-%d %H:%M:%S} UTC (its lease runs"
-                              f" until {to_dt(float(expires_at)):%H:%M:%S} UTC, database"
-                              " clock); this slot is skipped, not queued"), []
-            if old_holder is not None and old_host != store.host:
-                taken = [int(r[0]) for r in db.execute(
-                    "SELECT id FROM runs WHERE task_id = ? AND status = 'running' AND host = ?",
-                    (task_id, old_host))]
-            fence = int(old_fence) + 1
-            db.execute("UPDATE leases SET holder = ?, host = ?, run_id = ?, fence = ?,"
-                       " acquired_at = ?, expires_at = ? WHERE task_id = ?",
-                       (holder, store.host, run_id, fence, now, now + seconds, task_id))
-    return Lease(task_id, holder, fence), None, taken
+    got = store.take_lease(task_id, run_id, holder, seconds)
+    if isinstance(got, Busy):
+        return None, (f"previous run still running on host {got.host} since"
+                      f" {to_dt(got.since):%Y-%m-%d %H:%M:%S} UTC (its lease runs"
+                      f" until {to_dt(got.until):%H:%M:%S} UTC, database"
+                      " clock); this slot is skipped, not queued"), []
+    return Lease(task_id, holder, got.fence), None, got.taken
 
 
 def release(store, lease: Lease) -> None:
     """The run ended: the lease is free (its fence stays, so an older holder stays fenced)."""
-    with store.write() as db:
-        db.execute("UPDATE leases SET holder = NULL, expires_at = NULL"
-                   " WHERE task_id = ? AND fence = ?", (lease.task_id, lease.fence))
+    store.release_lease(lease.task_id, lease.fence)
 
 
-def renew(db, dialect: str, lease: Lease, seconds: float) -> bool:
+def renew(store, lease: Lease, seconds: float) -> bool:
     """One renewal (a lone autocommit statement); False: the lease is no longer this one's."""
-    now = db_now(dialect)  # an expired lease is not revived: another host may be taking it
-    cur = db.execute(f"UPDATE leases SET expires_at = {now} + ? WHERE task_id = ?"
-                     f" AND fence = ? AND holder = ? AND expires_at > {now}",
-                     (seconds, lease.task_id, lease.fence, lease.holder))
-    return cur.rowcount == 1
+    return store.renew_lease(lease.task_id, lease.fence, lease.holder, seconds)
 
 
 def extend_orphan(store, task_id: str, seconds: float) -> bool:
     """This host's tick died while its task runs on, within its deadline (recovery.py): the
     next tick extends the lease, as the flock outlives the tick. An expired lease is not
     revived (another host may be taking it over)."""
-    now_sql = db_now(store.dialect)
-    with store.write() as db:
-        cur = db.execute(f"UPDATE leases SET expires_at = {now_sql} + ? WHERE task_id = ?"
-                         f" AND host = ? AND holder IS NOT NULL AND expires_at > {now_sql}",
-                         (seconds, task_id, store.host))
-        return cur.rowcount == 1
+    return store.extend_lease(task_id, seconds)
 
 
-def current(store, task_id: str) -> dict | None:
-    row = store.connect().execute("SELECT holder, host, run_id, fence FROM leases"
-                                  " WHERE task_id = ?", (task_id,)).fetchone()
-    return dict(zip(("holder", "host", "run_id", "fence"), row, strict=True)) if row else None
+def current(store, task_id: str) -> LeaseRow | None:
+    return store.lease(task_id)
 
 
 class Renewer:
@@ -174,7 +125,7 @@ class Renewer:
                         return
                 for lease in held:
                     try:
-                        if not renew(store.connect(), store.dialect, lease, seconds):
+                        if not renew(store, lease, seconds):
                             with self.guard:  # not lost if its run ended meanwhile (dropped)
                                 lost = self.leases.get(lease.task_id) == lease
                                 if lost:

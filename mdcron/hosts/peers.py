@@ -22,9 +22,7 @@ def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
     there now says enabled: false) stays suspended here too, though this host's copy of the
     file may still say enabled: true, until it is enabled again: `enable` on any host (clears
     it), or its file edited after the suspension (this host clears it for every host)."""
-    rows = {r[0]: (float(r[1]), r[2]) for r in store.connect().execute(
-        "SELECT task_id, suspended_at, suspended_by FROM task_state"
-        " WHERE suspended_at IS NOT NULL").fetchall()}
+    rows = store.suspensions()
     if not rows:
         return tasks
     keep = []
@@ -38,9 +36,7 @@ def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
         except OSError:
             edited = False
         if edited:
-            with store.write() as db:
-                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
-                           " WHERE task_id = ? AND suspended_at = ?", (task.id, at))
+            store.clear_suspension(task.id, at)
             say(f"{task.id}: its file changed after the suspension on host {by}: enabled again")
             keep.append(task)
         else:
@@ -68,10 +64,9 @@ def check_clock(store: Store, allowance: float) -> None:
     from ..state.store import StoreError
 
     before = time.time()
-    (theirs,) = store.connect().execute(
-        "SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+    theirs = store.db_clock()
     after = time.time()
-    reason = skew_refusal((before + after) / 2 - float(theirs), allowance, store.host or "?")
+    reason = skew_refusal((before + after) / 2 - theirs, allowance, store.host or "?")
     if reason is not None:
         raise StoreError(reason)
 
@@ -96,10 +91,10 @@ def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
         row = store.run(info.run_id)
         lease = current(store, info.task_id)
         if (row is None or row["status"] == "running" or row.get("host") != store.host
-                or lease is None or lease["host"] == store.host):
+                or lease is None or lease.host == store.host):
             continue
         killed = kill_holder(info, config.kill_grace)
-        done.append(f"{info.task_id}: run {info.run_id} was taken over by host {lease['host']}"
-                    f" after its lease expired (fence {lease['fence']}); its result is not"
+        done.append(f"{info.task_id}: run {info.run_id} was taken over by host {lease.host}"
+                    f" after its lease expired (fence {lease.fence}); its result is not"
                     f" recorded here; {', '.join(killed) or 'its holder was gone'}")
     return done

@@ -32,6 +32,12 @@ def take_meta(db: Any, key: str) -> bool:
     return db.execute("DELETE FROM meta WHERE key = ?", (key,)).rowcount == 1
 
 
+def drop_naming(db: Any, prefix: str, name: str | None) -> None:
+    """Delete the `prefix` keys whose comma-joined value names `name`."""
+    db.execute("DELETE FROM meta WHERE key LIKE ? AND ',' || value || ',' LIKE ?",
+               (prefix + "%", f"%,{name},%"))
+
+
 def schema_and_integrity(db: Any) -> tuple[int, list[str]]:
     """A SQLite file's schema version and its integrity check's first lines (doctor)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -49,3 +55,15 @@ class MetaTable(Tables):
     def take_meta(self, key: str) -> bool:
         with self.write() as db:
             return take_meta(db, key)
+
+    def metas_with_prefix(self, prefix: str) -> dict[str, str]:
+        return dict(self.connect().execute(
+            "SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)).fetchall())
+
+    def change_meta(self, key: str, value: str) -> bool:
+        """Set a key unless it already holds `value`: True for the one caller that changed it
+        (check-and-set)."""
+        with self.write() as db:
+            return db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO"
+                              " UPDATE SET value = excluded.value WHERE meta.value !="
+                              " excluded.value RETURNING key", (key, value)).fetchone() is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..core.outcome import Outcome, RunResult
 from .db import Tables, marks
@@ -45,6 +45,14 @@ class RunFilter:
     started_from: float | None = None
     started_until: float | None = None
     before: int | None = None
+
+
+def running_on(db: Any, task_id: str, host: str) -> list[int]:
+    """Inside the caller's transaction (leases.take_lease): the task's rows still running on
+    `host`, whose lease expired."""
+    return [int(r[0]) for r in db.execute(
+        "SELECT id FROM runs WHERE task_id = ? AND status = 'running' AND host = ?",
+        (task_id, host))]
 
 
 class RunsTable(Tables):

@@ -26,7 +26,9 @@ from pathlib import Path
 from ..core.outcome import Outcome, RunResult
 from .comments import CommentsTable
 from .heals import HealsTable
+from .hosts import HostsTable
 from .incidents import IncidentsTable
+from .leases import LeasesTable, check_fence
 from .meta import MetaTable
 from .outbox import OutboxTable
 from .runs import Owner, RunsTable
@@ -42,7 +44,7 @@ class StoreError(Exception):
 
 
 class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
-            HealsTable):
+            HealsTable, LeasesTable, HostsTable):
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
     migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
 
@@ -87,9 +89,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         db.execute("BEGIN IMMEDIATE")
         try:
             if self.fence is not None:  # issue 11: a holder whose lease was taken over
-                from ..hosts.lease import check_fence  # writes nothing (lease.FencedOff)
-
-                check_fence(db, *self.fence)
+                check_fence(db, *self.fence)  # writes nothing (leases.FencedOff)
             yield db
         except BaseException:
             db.execute("ROLLBACK")

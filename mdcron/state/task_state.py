@@ -48,6 +48,13 @@ class StateRow(NamedTuple):
                    s.consecutive_failures, s.path)
 
 
+class Suspension(NamedTuple):
+    """A suspension by the ladder on some host (issue 11): when, and by which host."""
+
+    at: float
+    by: str | None
+
+
 def state_rows(db) -> dict[str, StateRow]:  # db: a connection (sqlite3 or pgstate)
     """Every task_state row by id (the cache's read: no store needed)."""
     new = tuple.__new__  # StateRow._make without its checks: as cheap as the plain tuples
@@ -165,3 +172,15 @@ class TaskStateTable(Tables):
                 "UPDATE task_state SET alerted = ? WHERE task_id = ?", (int(alerted), task_id)
             )
         return bool(row and row[0])
+
+    def suspensions(self) -> dict[str, Suspension]:
+        """The suspended tasks by id (every host honours them, hosts/peers.py)."""
+        return {r[0]: Suspension(float(r[1]), r[2]) for r in self.connect().execute(
+            "SELECT task_id, suspended_at, suspended_by FROM task_state"
+            " WHERE suspended_at IS NOT NULL").fetchall()}
+
+    def clear_suspension(self, task_id: str, at: float) -> None:
+        """Lift the task's suspension, unless a newer one replaced the one made `at`."""
+        with self.write() as db:
+            db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
+                       " WHERE task_id = ? AND suspended_at = ?", (task_id, at))

@@ -17,12 +17,8 @@ def hosts_view(config: Config) -> dict | None:
 
     try:
         with state_store(config) as store:
-            db = store.connect()
-            seen = {name: (float(at), float(age)) for name, at, age in db.execute(
-                "SELECT name, seen_at, extract(epoch FROM clock_timestamp()) - seen_at"
-                " FROM hosts").fetchall()}
-            files = dict(db.execute(
-                "SELECT host, count(*) FROM task_files GROUP BY host").fetchall())
+            seen = {h.name: (h.seen_at, h.age) for h in store.host_ticks()}
+            files = store.file_counts()
             odd = differing(store)
     except Exception as exc:  # unreachable, or no tables yet: the doctor check says which
         from ..settings.state_url import mask
