@@ -5,13 +5,18 @@ differs runs differently. Every full tick of a host with a PostgreSQL state reco
 of its copies in task_files, and every tick (the idle one in its single query) its time in
 hosts; neither table has a trigger, so this never sends another host's idle tick down the full
 path. `list` and `doctor` name the tasks whose copies differ, and the tasks whose `hosts:` have
-all stopped ticking (they run nowhere)."""
+all stopped ticking (they run nowhere).
+
+Lazy imports: the outbox (alerts/, above hosts in the layers) only when a task that runs nowhere
+must be reported.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
 
+from ..core.units import format_duration
 from ..state.hosts import ALERTED
 
 __all__ = ["ALERTED", "DEAD_AFTER", "alert_orphaned", "describe", "differing", "orphaned",
@@ -115,6 +120,4 @@ def orphaned(store, tasks, keep: bool = False) -> list[str]:
 def _ago(seconds: float | None) -> str:
     if seconds is None:
         return "never seen"
-    from ..core.units import format_duration
-
     return f"last tick {format_duration(seconds)} ago"

@@ -21,10 +21,14 @@ No clock of a host is compared with another's: the expiry is written and judged 
 the database's. A lease is taken and checked inside the write transaction (the advisory write
 lock on PostgreSQL), so two hosts cannot both take one. The statements (and FencedOff, which
 Store.write raises) live in state/leases.py; this module decides when to use them.
+
+Lazy imports: the task lock's reader and killer (run/locks.py, above hosts in the layers) only
+when a lease is found taken over and the stale run must be stopped.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -138,8 +142,6 @@ class Renewer:
                         store.close()
 
     def _lost(self, lease: Lease) -> None:
-        import os
-
         from ..run.locks import kill_holder, lock_path, read_info
 
         info = read_info(lock_path(self.config.locks_dir, lease.task_id))

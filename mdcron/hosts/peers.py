@@ -8,13 +8,19 @@ A suspension by the ladder on one host is recorded in task_state (suspended_at, 
 and holds on every host until the task is enabled again: honour_suspensions.
 
 Before a host claims anything, its clock is compared with the database's: check_clock.
+
+Lazy imports: the task lock's reader and killer (run/locks.py, above hosts in the layers) only
+when a returning host finds its run taken over.
 """
 
 from __future__ import annotations
 
+import time
+
 from ..core.clock import to_dt
-from ..state.store import Store
+from ..state.store import Store, StoreError
 from ..tasks.task import Task
+from .lease import current
 
 
 def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
@@ -59,10 +65,6 @@ def skew_refusal(offset: float, allowance: float, host: str) -> str | None:
 def check_clock(store: Store, allowance: float) -> None:
     """One query: the database's clock against this machine's real one (not a `--now`
     replay's instant: skew is a property of the machine). StoreError when too far off."""
-    import time
-
-    from ..state.store import StoreError
-
     before = time.time()
     theirs = store.db_clock()
     after = time.time()
@@ -77,7 +79,6 @@ def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
     (lease.py). Its task's process group still holds the local lock: kill it, so the task does
     not go on running beside the newer run. Lines to say."""
     from ..run.locks import holder_alive, kill_holder, read_info
-    from .lease import current
 
     done = []
     try:

@@ -5,15 +5,16 @@ None with the embedded SQLite state: one host, nothing to compare."""
 from __future__ import annotations
 
 from ..cli.queries import iso
+from ..hosts.files import DEAD_AFTER, differing
 from ..settings.config import Config
+from ..settings.state_url import mask
+from ..state.store import state_store
 
 
 def hosts_view(config: Config) -> dict | None:
     """{"hosts": [...], "error": str | None}, or None when the state is not shared."""
     if not config.state_url:
         return None
-    from ..hosts.files import DEAD_AFTER, differing
-    from ..state.store import state_store
 
     try:
         with state_store(config) as store:
@@ -21,8 +22,6 @@ def hosts_view(config: Config) -> dict | None:
             files = store.file_counts()
             odd = differing(store)
     except Exception as exc:  # unreachable, or no tables yet: the doctor check says which
-        from ..settings.state_url import mask
-
         return {"hosts": [], "error": mask(str(exc))}
     out = []
     for name in sorted(set(seen) | set(files)):
