@@ -1,6 +1,6 @@
 """The dead man's switch: one GET of `heartbeat_url` at the end of every tick.
 
-Standard library only, so the idle tick (fastpath.py) can ping without loading the notification
+Standard library only, so the idle tick (state/idle.py) can ping without loading the notification
 code; a plain http(s) URL is fetched over a socket directly (urllib.request alone costs more than
 the idle tick), anything else (a proxy, a redirect, IPv6, user@host) through urllib.
 `${VAR}` in the URL comes from the scheduler's environment; the expanded URL is a secret, so errors

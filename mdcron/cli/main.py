@@ -3,9 +3,9 @@
 Exit status: 0 fine, 1 the command found a problem, 2 usage or configuration error.
 
 Cron starts `tick` every minute and most ticks have nothing to do, so `tick` first tries the
-idle fast path (fastpath.py: stdlib only, no argparse); everything else is imported when needed.
+idle fast path (state/idle.py: stdlib only, no argparse); everything else is imported when needed.
 
-Lazy imports: the idle tick loads only this module, fastpath.py and their few stdlib modules
+Lazy imports: the idle tick loads only this module, state/idle.py and their few stdlib modules
 (datetime and time are loaded anyway). pathlib, argparse, the command modules (commands, config,
 store, usage, doctor) and what they pull in (re, json, dataclasses, ...: ~20 ms of imports) are
 imported inside the functions, once the fast path has declined.

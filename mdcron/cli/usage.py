@@ -1,6 +1,6 @@
 """What the commands share with the entry point: exit statuses, the usage error, the clock.
 
-A module of its own so that commands.py and actions.py need not import cli.py, which imports
+A module of its own so that commands.py and actions.py need not import cli/main.py, which imports
 them. Standard library and clock.py only (every command loads clock.py anyway, through commands.py).
 """
 

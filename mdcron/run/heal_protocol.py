@@ -1,5 +1,5 @@
-"""The healer interface the escalation ladder calls. The real one (Claude) lives in heal.py; the
-ladder only knows this contract, so it can be tested with any stand-in."""
+"""The healer interface the escalation ladder calls. The real one (Claude) lives in
+selfheal/healer.py; the ladder only knows this contract, so it can be tested with any stand-in."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Climbing the escalation ladder for one claimed slot, the task's lock held throughout.
 
-escalation.py decides; this module carries the steps out and records each as a history row:
+escalation_policy.py decides; this module carries the steps out and records each as a history row:
 attempt 1 `run`, then `retry` rows for reruns and `heal` rows for heals, all for the same slot.
 
 Lazy imports: leases (hosts/lease.py) only with a shared state; the task-file parser and editor

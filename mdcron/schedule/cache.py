@@ -430,7 +430,7 @@ def _write_summary(db: sqlite3.Connection, key: str, config: Config,
         "cache_problems": "damaged" if damaged else problems_digest(problems),
         "cache_errors": str(sum(p.severity == "error" for p in problems)),
         "cache_tasks": str(tasks),
-        "cache_idle": "1",  # no config key gives every tick work (yet): fastpath.py reads it
+        "cache_idle": "1",  # no config key gives every tick work (yet): state/idle.py reads it
         # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
         "cache_heartbeat": config.heartbeat_url or "",
     }

@@ -47,7 +47,7 @@ def apply(planned: list, store: Store, config: object) -> None:
     mine = [p for p in planned if p.task.once_per and p.action == "run"]
     if not mine:
         return
-    from ..core.cron import schedule_of  # not before: a plain due tick never loads schedule.py
+    from ..core.cron import schedule_of  # not before: a plain due tick never loads core/cron.py
 
     found = last_successes(store, [p.task.id for p in mine], max(p.slot for p in mine))
     for p in mine:

@@ -1,7 +1,7 @@
 """Self-heal by Claude: the Healer the escalation ladder calls, budgets, probation and revert.
 
 One heal is a bounded conversation: the prompt (prompts/self-heal.txt) describes the failure, the
-model may read, list and edit files through the tools of heal_tools.py (whose guard rails decide
+model may read, list and edit files through the tools of selfheal/tools.py (whose guard rails decide
 what it may touch), and ends with `finish(diagnosis)`. Bounds: `claude.max_tool_calls` tool calls
 (past it every call is refused and the model is made to finish), `claude.max_heal_bytes` written,
 and the ladder's deadline. A heal that does not finish (deadline, API error, the limit ignored)

@@ -1,7 +1,7 @@
 """The `claude:` section of scheduler.yaml and the top-level `max_heals_per_tick`, validated.
 
 Pure and cheap (no SDK, no I/O): config.py builds it once into `Config.claude`; claude.py,
-heal.py and comments.py read that value.
+selfheal/healer.py and comments.py read that value.
 """
 
 from __future__ import annotations

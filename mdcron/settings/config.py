@@ -39,8 +39,8 @@ class Config:
     max_consecutive_failures: int = 3  # unhealed failed ticks in a row before suspension
     probation: float = 7 * 86400.0  # after a heal that worked, seconds of no second chance
     resources: dict[str, int] = field(default_factory=dict)  # name -> capacity (resources.py)
-    notify: NotifyConfig = NotifyConfig()  # notify: and heartbeat_url (notify_config.py)
-    claude: ClaudeConfig = ClaudeConfig()  # claude: and max_heals_per_tick (claude_settings.py)
+    notify: NotifyConfig = NotifyConfig()  # notify: and heartbeat_url (settings/notify.py)
+    claude: ClaudeConfig = ClaudeConfig()  # claude: and max_heals_per_tick (settings/claude.py)
     incident_command: str | None = None  # gets each new incident as JSON on stdin
     env_refs: tuple[str, ...] = ()  # every ${VAR} the file names (they are secrets)
     # issue 11: PostgreSQL state shared by several hosts; None = SQLite in state/mdcron.db.

@@ -1,6 +1,6 @@
 """The idle tick with a PostgreSQL state (issue 11): one query, and no psycopg.
 
-The idle proof (fastpath.py) reads the local state/mdcron.db. With a PostgreSQL state that file
+The idle proof (state/idle.py) reads the local state/mdcron.db. With a PostgreSQL state that file
 keeps, besides the parse cache, this host's copy of what the proof needs from the shared state:
 task_state's rows and retention_at, written by `mirror` at the end of every full tick from one
 consistent snapshot, together with the snapshot's `state_version`. PostgreSQL moves that

@@ -111,7 +111,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE task_state ADD COLUMN alerted INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE task_state ADD COLUMN probation_until REAL;
     """,
-    # 3: the task-file cache (cache.py, fastpath.py). A cache only: deleting its rows is safe.
+    # 3: the task-file cache (cache.py, state/idle.py). A cache only: deleting its rows is safe.
     # Any change to a row that cache.save did not make leaves meta cache_sealed = 0: rebuilt.
     """
     CREATE TABLE task_cache (
@@ -152,12 +152,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE task_cache ADD COLUMN due_after REAL; -- the fire after next_due; NULL: unknown
     """,
     # 5: issue 11, several hosts: the host that claimed or ran a row (config `host`); a
-    # suspension every host honours until the task is enabled again (hostlease.py).
+    # suspension every host honours until the task is enabled again (hosts/peers.py).
     """
     ALTER TABLE runs ADD COLUMN host TEXT;
     ALTER TABLE task_state ADD COLUMN suspended_at REAL;
     ALTER TABLE task_state ADD COLUMN suspended_by TEXT;
-    CREATE TABLE task_files (               -- each host's copy of each task file (hostfiles.py)
+    CREATE TABLE task_files (               -- each host's copy of each task file (hosts/files.py)
         task_id TEXT NOT NULL,
         host TEXT NOT NULL,
         sha256 TEXT NOT NULL,

@@ -1,6 +1,6 @@
 """The parse cache's tables (`task_cache`: a file's stat, id, problems and due key;
 `task_cache_data`: its Task as JSON with a checksum) and the `meta` keys that seal them. Always
-this host's own SQLite file, also with a PostgreSQL state. The idle tick (fastpath.py) reads
+this host's own SQLite file, also with a PostgreSQL state. The idle tick (state/idle.py) reads
 the same rows with its own stdlib-only queries; cache.py decides what to write."""
 
 from __future__ import annotations

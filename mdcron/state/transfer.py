@@ -1,5 +1,5 @@
 """`state copy`'s statements: whole tables from a SQLite state into an empty PostgreSQL one
-(statecopy.py decides what to copy; pgstate.translate spells these for PostgreSQL)."""
+(state/copy.py decides what to copy; pgstate.translate spells these for PostgreSQL)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Health page's hosts (issue 11): every host a shared state knows, when it last ticked
-(the database's clock, as hostfiles judges it) and which task files its copy of differs on.
+(the database's clock, as hosts/files.py judges it) and which task files its copy of differs on.
 None with the embedded SQLite state: one host, nothing to compare."""
 
 from __future__ import annotations
