@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,23 @@ BEFORE = "2026-11-23T09:59:00+00:00"
 NOW = "2026-11-23T10:00:00+00:00"
 TASKS = 200
 TICKS_PER_HOST = 10
+
+
+@contextmanager
+def database_refusing(pg_server: str, pg_url: str) -> Iterator[None]:
+    """The test's database refuses new connections and its open ones are cut (a server going
+    away mid-run); it takes connections again when the block ends."""
+    import psycopg
+
+    name = pg_url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                      " WHERE datname = %s", (name,))
+        try:
+            yield
+        finally:
+            admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
 
 
 def make_home(root: Path, name: str, state_url: str | None, marks: Path, tasks: int) -> Path:
@@ -627,20 +646,14 @@ def test_a_result_the_database_cannot_take_is_spooled_and_recorded_by_the_next_t
     """The database refuses connections when the run ends: the tick keeps the outcome in
     state/spool.jsonl and stops with a clear message (exit 2); once the database is back the
     next tick records it before anything else: one row, the real outcome, nothing lost."""
-    import psycopg
 
     a, marks, tick = running_job(tmp_path, pg_url, "; exit 4")
-    name = pg_url.split("?")[0].rsplit("/", 1)[1]
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                      " WHERE datname = %s", (name,))
+    with database_refusing(pg_server, pg_url):
         (marks / "release").touch()
         out, err = tick.communicate(timeout=60)
         assert tick.returncode == 2, out + err
         assert "became unreachable" in err and "spool.jsonl" in err
         assert (a / "state" / "spool.jsonl").exists()
-        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
     later = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
     assert "recorded from the spool" in later.stdout, later.stdout + later.stderr
     rows = history(a)
@@ -813,7 +826,6 @@ def test_a_spooled_failure_finishes_its_ladder_when_recorded(pg_url, pg_server, 
     """The run fails while the database is unreachable; the next tick records it from the
     spool and does what the ladder would have done with no step left: no late retry, the
     failure counted, the suspension the consecutive-failure rule asks for, its alert once."""
-    import psycopg
 
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -828,15 +840,10 @@ def test_a_spooled_failure_finishes_its_ladder_when_recorded(pg_url, pg_server, 
     assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
     tick = start_tick(a, NOW)
     wait_for_file(marks / "ran")
-    name = pg_url.split("?")[0].rsplit("/", 1)[1]
-    with psycopg.connect(pg_server, autocommit=True) as admin:
-        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                      " WHERE datname = %s", (name,))
+    with database_refusing(pg_server, pg_url):
         (marks / "release").touch()
         out, err = tick.communicate(timeout=60)
         assert tick.returncode == 2, out + err
-        admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
     direct = len(http_sink.bodies())  # the tick's direct alert: the database is unusable
     later = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
     assert "job: run 1 failed from the spool: suspended: failed 1 ticks in a row" in later.stdout, \
