@@ -223,26 +223,26 @@ def test_as_pid_1_a_failing_job_is_recorded_failed_and_orphans_are_reaped(home, 
 
 
 @pytest.mark.slow
-def test_real_minutes_every_tick_starts_within_a_second(home, write_task):
-    """Two real minute boundaries (at most 2 min 10 s): each tick starts within 1 s of its
-    minute and runs the minute's slot."""
+def test_a_real_minute_tick_starts_within_a_second(home, write_task):
+    """One real minute boundary (at most 75 s, ~30 s on average; CI's time budget pays for
+    one): the tick starts within 1 s of its minute and runs the minute's slot. The cadence
+    over many minutes is the pure timing's, tested above with injected time."""
     write_task("every", command="true")
     proc = start_daemon(home)
     seen: list[dict] = []
     try:
         assert proc.stdout is not None
-        deadline = time.monotonic() + 135
+        deadline = time.monotonic() + 75
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if line.startswith("{"):
                 event = json.loads(line)
                 if event["event"] == "tick started" and event["reason"] == "minute":
                     seen.append(event)
-                    if len(seen) == 2:
-                        break
+                    break
     finally:
         stop(proc)
-    assert len(seen) == 2, seen
+    assert len(seen) == 1, seen
     for event in seen:
         assert float(event["late"].rstrip("s")) < 1.0, event
     slots = {r[0] for r in _runs(home) if r[1] == "success"}
