@@ -227,19 +227,26 @@ def lease_homes(tmp_path: Path, pg_url: str,
     """Hosts a and b with one `* 10 * * *` task (timeout 60 s) and leases of LEASE seconds; on
     a it runs until `release` exists, on b it ends at once. Both have seen it at 09:59."""
     marks = tmp_path / "marks"
+    a, b = host_pair(tmp_path, pg_url, marks, f"lease_seconds: {lease}\n")
+    for home in (a, b):
+        wait = (f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if home is a else "")
+        (home / "tasks" / "job.md").write_text(render_task(
+            "job", schedule="* 10 * * *", timeout=60,
+            command=f"echo {home.name} $MDCRON_RUN_ID >> {marks}/ran{wait}"), encoding="utf-8")
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    return a, b, marks
+
+
+def host_pair(tmp_path: Path, pg_url: str, marks: Path, config: str) -> tuple[Path, Path]:
+    """Hosts a and b on one database, without tasks, `config` added to each scheduler.yaml."""
     marks.mkdir()
     homes = []
     for name in ("a", "b"):
         home = make_home(tmp_path, name, pg_url, marks, 0)
         with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
-            handle.write(f"lease_seconds: {lease}\n")
-        wait = (f"; while [ ! -e {marks}/release ]; do sleep 0.05; done" if name == "a" else "")
-        (home / "tasks" / "job.md").write_text(render_task(
-            "job", schedule="* 10 * * *", timeout=60,
-            command=f"echo {name} $MDCRON_RUN_ID >> {marks}/ran{wait}"), encoding="utf-8")
-        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+            handle.write(config)
         homes.append(home)
-    return homes[0], homes[1], marks
+    return homes[0], homes[1]
 
 
 def job_rows(home: Path) -> list[tuple]:

@@ -8,20 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import render_task, run_cli
-from test_hosts import make_home, start_tick
+from test_hosts import host_pair, make_home, start_tick
 
 
 def two_hosts(tmp_path: Path, pg_url: str, sink_url: str, extra: str = "") -> tuple[Path, Path]:
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    homes = []
-    for name in ("a", "b"):
-        home = make_home(tmp_path, name, pg_url, marks, 0)
-        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
-            handle.write(f"timezone: UTC\nmax_consecutive_failures: 10\nnotify:\n"
-                         f"  default: ops\n  destinations:\n    ops: \"{sink_url}\"\n{extra}")
-        homes.append(home)
-    return homes[0], homes[1]
+    return host_pair(tmp_path, pg_url, tmp_path / "marks",
+                     f"timezone: UTC\nmax_consecutive_failures: 10\nnotify:\n"
+                     f"  default: ops\n  destinations:\n    ops: \"{sink_url}\"\n{extra}")
 
 
 def fail_task(home: Path, task_id: str, schedule: str, **fields: object) -> None:

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome
-from ..state.leases import Busy, FencedOff, LeaseRow
+from ..state.leases import Busy, FencedOff
 
-__all__ = ["LEASE_SECONDS", "FencedOff", "Lease", "Renewer", "acquire", "current",
-           "extend_orphan", "holder_id", "release", "renew", "renewer", "task_lease"]
+__all__ = ["LEASE_SECONDS", "FencedOff", "Lease", "Renewer", "acquire", "holder_id", "release",
+           "renew", "renewer", "task_lease"]
 
 LEASE_SECONDS = 90.0  # > a cron minute: the host's next tick extends an orphaned task's lease
 
@@ -79,17 +79,6 @@ def release(store, lease: Lease) -> None:
 def renew(store, lease: Lease, seconds: float) -> bool:
     """One renewal (a lone autocommit statement); False: the lease is no longer this one's."""
     return store.renew_lease(lease.task_id, lease.fence, lease.holder, seconds)
-
-
-def extend_orphan(store, task_id: str, seconds: float) -> bool:
-    """This host's tick died while its task runs on, within its deadline (recovery.py): the
-    next tick extends the lease, as the flock outlives the tick. An expired lease is not
-    revived (another host may be taking it over)."""
-    return store.extend_lease(task_id, seconds)
-
-
-def current(store, task_id: str) -> LeaseRow | None:
-    return store.lease(task_id)
 
 
 class Renewer:

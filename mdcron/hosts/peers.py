@@ -20,7 +20,6 @@ import time
 from ..core.clock import to_dt
 from ..state.store import Store, StoreError
 from ..tasks.task import Task
-from .lease import current
 
 
 def honour_suspensions(store: Store, tasks: list[Task], say) -> list[Task]:
@@ -90,7 +89,7 @@ def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
         if info is None or info.run_id is None or not holder_alive(info):
             continue
         row = store.run(info.run_id)
-        lease = current(store, info.task_id)
+        lease = store.lease(info.task_id)
         if (row is None or row["status"] == "running" or row.get("host") != store.host
                 or lease is None or lease.host == store.host):
             continue

@@ -3,8 +3,6 @@
 A row is crashed when the tick that owned it is gone *and* the task's lock is free (no orphaned
 task process is still running). A lock whose live holder is past its deadline + 60 s is stale: its
 process group is killed and the run recorded as a timeout.
-
-Lazy imports: leases (hosts/lease.py) exist only with a shared state.
 """
 
 from __future__ import annotations
@@ -51,10 +49,8 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
             continue  # its tick is still working on it (or between claim and lock)
         lock = TaskLock(path)
         if not lock.try_acquire():  # the task outlived its tick and is still within its time
-            if store.url:  # issue 11: its lease lives on as the flock does (lease.py)
-                from ..hosts.lease import extend_orphan
-
-                extend_orphan(store, task_id, config.lease_seconds)
+            if store.url:  # issue 11: its lease lives on as the flock does (hosts/lease.py)
+                store.extend_lease(task_id, config.lease_seconds)
             continue
         try:
             reason, ended_at, unobserved = crash_reason(row, info, run_id)
