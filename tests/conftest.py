@@ -18,6 +18,7 @@ SCHEDULER = REPO / "scheduler.py"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from crontab_spool import crontab_ns  # noqa: E402, F401  (fixture)
 from fake_anthropic import fake_claude  # noqa: E402, F401  (fixture)
 from http_sink import http_sink_fixture  # noqa: E402, F401  (fixture `http_sink`)
 from pg_server import pg_server, pg_url, state_url, state_url_env  # noqa: E402, F401  (fixtures: issue 11)

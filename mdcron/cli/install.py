@@ -45,6 +45,40 @@ class InstallError(Exception):
     """Nothing was changed; the message says why and what to do."""
 
 
+# --------------------------------------------------------------------- what a line may carry
+
+
+def refuse_unwritable(value: str, what: str, *, systemd: bool = False) -> None:
+    """Refuse a path or value that the crontab or a unit file cannot carry as written.
+
+    A newline in a home path once became three crontab entries of an attacker's choosing and an
+    `ExecStartPre=`. Any character that is not printable (control characters, DEL, C1 codes such
+    as NEL, the Unicode line and paragraph separators that Python's own `splitlines` breaks at,
+    bidi overrides, bytes that are not UTF-8) is refused for both targets. A unit file also
+    joins a line that ends in a backslash with the next, and `WorkingDirectory=` takes its value
+    unquoted: a backslash or edge white space is refused there as well. Everything else is
+    quoted by `shlex.quote` (crontab, with `%` escaped) or `_quote` (systemd)."""
+    for at, char in enumerate(value):
+        if not char.isprintable() or (systemd and char == "\\"):
+            raise InstallError(
+                f"{what} {value!r} holds {_describe(char)} at position {at + 1}, which"
+                f" {'a systemd unit' if systemd else 'a crontab line'} cannot carry safely;"
+                " nothing was changed. Rename the folder (or use a path without it), then"
+                " install again")
+    if systemd and value != value.strip():
+        raise InstallError(f"{what} {value!r} starts or ends with white space, which a systemd"
+                           " unit drops; nothing was changed. Use a path without it")
+
+
+def _describe(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"the byte 0x{code - 0xDC00:02x} (not UTF-8)"
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab",
+             "\\": "a backslash"}
+    return names.get(char, f"the character U+{code:04X}")
+
+
 # --------------------------------------------------------------------- crontab (pure)
 
 
@@ -120,7 +154,15 @@ def write_crontab(text: str, environ: Mapping[str, str]) -> None:
         raise InstallError(f"`crontab -` refused the new crontab: {out.stderr.strip()}")
 
 
+def _refuse_cron_values(home: Path, environ: Mapping[str, str]) -> None:
+    refuse_unwritable(str(home), "the home")
+    refuse_unwritable(sys.executable, "the Python interpreter")
+    refuse_unwritable(str(CODE), "the mdcron checkout")
+    refuse_unwritable(environ.get("PATH", ""), "PATH")
+
+
 def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool) -> str:
+    _refuse_cron_values(home, environ)
     line = line_for(str(home), environ)
     if dry_run:
         return f"{MARKER.format(home=home)}\n{line}"
@@ -135,6 +177,7 @@ def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool) -> str:
 
 
 def uninstall_cron(home: Path, environ: Mapping[str, str]) -> str:
+    refuse_unwritable(str(home), "the home")  # its marker line could not be found either
     text, what = remove_cron_line(read_crontab(environ), str(home))
     if text is not None:
         write_crontab(text, environ)
@@ -151,7 +194,8 @@ class Unit:
 
 
 def unit_name(home: Path) -> str:
-    slug = "".join(c if c.isalnum() else "-" for c in home.name)[:32] or "home"
+    # systemd takes only ASCII letters, digits and `:_.-\` in a unit name
+    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in home.name)[:32] or "home"
     return f"mdcron-{slug}-{hashlib.sha256(str(home).encode()).hexdigest()[:6]}"
 
 
@@ -167,6 +211,9 @@ def _env_line(name: str, value: str) -> str:
 
 def systemd_units(home: Path, environ: Mapping[str, str], user: bool, timer: bool,
                   stop_grace: float, kill_grace: float) -> list[Unit]:
+    for value, what in ((str(home), "the home"), (sys.executable, "the Python interpreter"),
+                        (str(CODE), "the mdcron checkout"), (environ.get("PATH", ""), "PATH")):
+        refuse_unwritable(value, what, systemd=True)
     name = unit_name(home)
     script = "scheduler.py" if home == CODE else str(CODE / "scheduler.py")
     # WorkingDirectory takes the rest of the line as it is: no quotes, only % escaped
