@@ -576,14 +576,16 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
 def cmd_state(config: Config, args: argparse.Namespace) -> int:
     """`state copy --to URL` (issue 11): SQLite history into a new PostgreSQL state."""
     from ..settings.state_url import StateUrlError, mask, parse
-    from ..state.copy import CopyError, copy_state
+    from ..state.copy import CopyError, copy_state, with_schema
 
     try:
         url = parse(args.to, os.environ)
     except StateUrlError as exc:
         raise UsageError(f"--to: {exc}") from None
     try:
-        counts = copy_state(config.db_path, url, config.host_name)
+        if args.schema:
+            url = with_schema(url, args.schema)
+        counts = copy_state(config.db_path, url, config.host_name, args.schema)
     except CopyError as exc:
         print(f"mdcron: {exc}; nothing was copied", file=sys.stderr)
         return USAGE

@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("action", choices=("copy",))
     c.add_argument("--to", required=True, metavar="URL", help="postgresql://user:pw@host/db;"
                    " ${VAR}s are expanded")
+    c.add_argument("--schema", metavar="NAME", help="put mdcron's tables in this schema (created"
+                   " if missing) of a database that holds other tables")
     c = cmd("daemon", "run a tick at the start of every minute, in the foreground (no cron"
             " needed: containers); SIGTERM stops it")
     c.add_argument("--log-format", choices=["text", "json"], default="text")

@@ -191,8 +191,9 @@ class _Done:
         self.rowcount = rowcount
 
 
-def connect(url: str) -> PgConnection:
-    """Connect and bring the schema to SCHEMA_VERSION. PgError (password masked) on failure."""
+def connect(url: str, migrate: bool = True) -> PgConnection:
+    """Connect and bring the schema to SCHEMA_VERSION (unless told not to: `state copy` looks
+    at the target before it creates anything). PgError (password masked) on failure."""
     try:
         import psycopg
     except ImportError as exc:
@@ -203,7 +204,8 @@ def connect(url: str) -> PgConnection:
     except psycopg.Error as exc:
         raise PgError(f"cannot connect to {mask(url)}: {_first_line(exc, url)}") from None
     try:
-        _migrate(conn)
+        if migrate:
+            _migrate(conn)
     except psycopg.Error as exc:
         conn.close()
         raise PgError(f"the state database {mask(url)} cannot be used:"

@@ -9,6 +9,18 @@ from typing import Any
 from .db import marks
 
 
+def schema_relations(db: Any, schema: str | None) -> list[str]:
+    """The tables and views in `schema` (None: the connection's current schema)."""
+    where = "current_schema()" if schema is None else "?"
+    return [r[0] for r in db.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = " + where
+        + " ORDER BY table_name", () if schema is None else (schema,)).fetchall()]
+
+
+def create_schema(db: Any, schema: str) -> None:
+    db.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')  # a checked identifier (copy.py)
+
+
 def row_count(db: Any, table: str) -> int:
     return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
 
