@@ -15,6 +15,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULER = REPO / "scheduler.py"
 
+# The suite sets its own terminal width: a COLUMNS exported by the person's shell (80, say)
+# would otherwise reach every CLI subprocess and re-wrap the tables the tests read. A test about
+# narrow terminals passes its own COLUMNS.
+os.environ["COLUMNS"] = "160"
+os.environ.pop("LINES", None)
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
