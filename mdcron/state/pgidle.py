@@ -182,8 +182,14 @@ def _ask(url: str, sql: str) -> tuple[tuple[str | None, ...], float] | None:
         return None
     import ctypes
 
-    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
-    vals = (ctypes.c_char_p * 4)(url.encode(), b"10", b"mdcron idle", None)
+    from .pgbounds import KEEPALIVES  # lazy: with the ctypes above, PostgreSQL's idle path only
+
+    # no `options` here: it would replace the URL's own (a --schema search_path); this
+    # one-row read takes no lock
+    params = {"dbname": url, "connect_timeout": "10", "application_name": "mdcron idle",
+              **{k: str(v) for k, v in KEEPALIVES.items()}}
+    keys = (ctypes.c_char_p * (len(params) + 1))(*(k.encode() for k in params), None)
+    vals = (ctypes.c_char_p * (len(params) + 1))(*(v.encode() for v in params.values()), None)
     conn = lib.PQconnectdbParams(keys, vals, 1)
     try:
         if not conn or lib.PQstatus(conn) != 0:  # CONNECTION_OK

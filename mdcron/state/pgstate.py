@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 
 from ..settings.state_url import mask
+from .pgbounds import KEEPALIVES, SESSION_BOUNDS
 from .schema import PG_MIGRATIONS, PG_SCHEMA, PG_SCHEMA_VERSION, SCHEMA_VERSION
 
 WRITE_LOCK = 0x6D6463726F6E  # 'mdcron': the advisory lock every write transaction takes
@@ -213,11 +214,14 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
     return PgConnection(conn, url)
 
 
-def _connect(url: str):
+def _connect(url: str, application: str = "mdcron"):
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict  # lazy: psycopg's, as above
 
+    own = conninfo_to_dict(url).get("options")  # e.g. `state copy --schema`'s search_path
+    options = f"{own} {SESSION_BOUNDS}" if own else SESSION_BOUNDS
     return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                           application_name="mdcron")
+                           application_name=application, options=options, **KEEPALIVES)
 
 
 def probe(url: str) -> tuple[int | None, str | None]:
@@ -228,8 +232,7 @@ def probe(url: str) -> tuple[int | None, str | None]:
     except ImportError:
         return None, "the driver is not installed (pip install -r requirements.txt)"
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT,
-                             application_name="mdcron doctor") as conn:
+        with _connect(url, "mdcron doctor") as conn:
             if not _has_meta(conn):
                 return 0, None
             return _version(conn), None

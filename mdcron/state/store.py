@@ -86,7 +86,12 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         """One short write transaction (BEGIN IMMEDIATE takes the write lock up front, so two
         ticks never deadlock upgrading a read lock)."""
         db = self.connect()
-        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except Exception as exc:
+            if self.url and type(exc).__name__ == "LockNotAvailable":  # pgbounds.LOCK_WAIT
+                raise StoreError(_write_lock_timeout()) from None
+            raise
         try:
             if self.fence is not None:  # issue 11: a holder whose lease was taken over
                 check_fence(db, *self.fence)  # writes nothing (leases.FencedOff)
@@ -138,6 +143,16 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
                                      "reason": reason, "now": now, "ended_at": ended_at,
                                      "unobserved": unobserved}):
             return self._end_running(run_id, status, reason, end, unobserved)
+
+
+def _write_lock_timeout() -> str:
+    from .pgbounds import IDLE_IN_TX, LOCK_WAIT
+
+    return (f"the state database (state_url) is busy: another session held mdcron's write lock"
+            f" for over {LOCK_WAIT}, so this tick stopped. A host frozen mid-write loses its"
+            f" session (and the lock) after {IDLE_IN_TX} of silence; if this repeats, look in"
+            " pg_stat_activity for the session holding it (application_name mdcron, or another"
+            " program's)")
 
 
 def last_tick(config, store: Store) -> str | None:
