@@ -75,6 +75,10 @@ def copy_state(db_path: Path, url: str, host: str, schema: str | None = None) ->
         raise CopyError(str(exc)) from None
     counts: dict[str, int] = {}
     try:
+        # one long transaction on purpose (whole tables, the write lock held): the bounds of a
+        # tick's session (pgbounds.py) would end it half way on a large history
+        target.execute("SET idle_in_transaction_session_timeout = '10min'")
+        target.execute("SET statement_timeout = '10min'")
         with Store(db_path) as source:
             src = source.connect()
             target.execute("BEGIN IMMEDIATE")
