@@ -36,6 +36,7 @@ PostgreSQL state, the heartbeat (alerts/, above state) only when one is configur
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 
@@ -88,10 +89,13 @@ def code_fingerprint() -> str:
 
 
 def cache_key(config: str) -> str:
-    """Everything every cached row depends on besides its own file; `config` from config_text."""
-    return "\n".join((str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
-                      os.environ.get("HOME", ""), config,
-                      os.uname().nodename))  # the default `host` (cache_elsewhere depends on it)
+    """Everything every cached row depends on besides its own file; `config` from config_text.
+    A digest: the config's text may hold a literal password, which the state must not keep."""
+    return hashlib.sha256("\n".join((
+        str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
+        os.environ.get("HOME", ""), config,
+        os.uname().nodename,  # the default `host` (cache_elsewhere depends on it)
+    )).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def zone_key() -> str:

@@ -68,3 +68,18 @@ def test_secrets_reach_no_task_and_no_output(home, write_task, http_sink, fake_c
         assert all(value not in request for request in api), f"{name} sent to the API"
         for path in files:
             assert value.encode() not in path.read_bytes(), f"{name} in {path}"
+
+
+def test_a_literal_password_in_the_config_is_not_kept_in_the_state(home, write_task):
+    """Issue 23 item 7a: the parse cache's key once held scheduler.yaml's whole text."""
+    secret = "pw-literal-5e1c9a7b3d"
+    (home / "scheduler.yaml").write_text(
+        "notify:\n  default: ops\n  destinations:\n"
+        f"    ops: \"json://mdcron:{secret}@127.0.0.1:9/hook\"\n")
+    write_task("ok", schedule="0 10 * * *", command="echo fine")
+    for now in (BEFORE, NOW):
+        assert run_cli(home, "tick", "--now", now).returncode in (0, 1)
+    state = home / "state"
+    files = [p for p in state.rglob("*") if p.is_file()]
+    assert any(p.name == "mdcron.db" for p in files)
+    assert not [p for p in files if secret.encode() in p.read_bytes()]
