@@ -53,6 +53,18 @@ def test_a_bad_state_url_names_the_file_key_and_fix_and_never_the_password(home,
     assert SECRET not in text
 
 
+@pytest.mark.parametrize("raw", ["@", "/", "#", "?"])
+def test_a_raw_delimiter_in_the_password_says_percent_encode_and_echoes_no_fragment(home, raw):
+    """Issue 23 item 7c: `failed to resolve host 'ss'` once showed a piece of the password."""
+    write_config(home, f"state_url: 'postgresql://u:pw{raw}frag9z@db.local/mdcron'\n"
+                 .replace("pw", SECRET))
+    with pytest.raises(ConfigError) as info:
+        load_config(home)
+    text = str(info.value)
+    assert "percent-encode" in text and f"raw '{raw}'" in text and "state_url" in text
+    assert SECRET not in text and "frag9z" not in text
+
+
 @pytest.mark.parametrize("host", ["web.example.com", "-x", "a b", 7, "x" * 65])
 def test_a_bad_host_is_an_error(home, host):
     write_config(home, f"host: {host!r}\n" if isinstance(host, str) else f"host: {host}\n")

@@ -575,13 +575,25 @@ def cmd_doctor(home, args: argparse.Namespace) -> int:  # home: Path (no Config:
 
 def cmd_state(config: Config, args: argparse.Namespace) -> int:
     """`state copy --to URL` (issue 11): SQLite history into a new PostgreSQL state."""
-    from ..settings.state_url import StateUrlError, mask, parse
+    from ..settings.state_url import StateUrlError, literal_password, mask, parse
     from ..state.copy import CopyError, copy_state, with_schema
 
+    given = args.to
+    if args.to_file is not None:
+        try:
+            given = Path(args.to_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--to-file {args.to_file}: cannot read it ({exc})") from None
+    elif literal_password(given):  # issue 23: `ps` shows argv to every user of the machine
+        print("mdcron: warning: the password is on the command line, where `ps` shows it to"
+              " other users; next time put the URL in a file (--to-file FILE) or write"
+              " --to 'postgresql://user:${PGPASSWORD}@host/db' in single quotes",
+              file=sys.stderr)
+    option = "--to-file" if args.to_file is not None else "--to"
     try:
-        url = parse(args.to, os.environ)
+        url = parse(given, os.environ)
     except StateUrlError as exc:
-        raise UsageError(f"--to: {exc}") from None
+        raise UsageError(f"{option}: {exc}") from None
     try:
         if args.schema:
             url = with_schema(url, args.schema)

@@ -126,8 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("state", "state copy --to postgresql://…: copy this home's SQLite state to an"
             " empty PostgreSQL database (several hosts)")
     c.add_argument("action", choices=("copy",))
-    c.add_argument("--to", required=True, metavar="URL", help="postgresql://user:pw@host/db;"
-                   " ${VAR}s are expanded")
+    target = c.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to", metavar="URL", help="postgresql://user:pw@host/db; ${VAR}s are"
+                        " expanded (single-quote them: a password in argv is visible to `ps`)")
+    target.add_argument("--to-file", metavar="FILE", help="read the URL from FILE (keeps the"
+                        " password out of `ps`)")
     c.add_argument("--schema", metavar="NAME", help="put mdcron's tables in this schema (created"
                    " if missing) of a database that holds other tables")
     c = cmd("daemon", "run a tick at the start of every minute, in the foreground (no cron"

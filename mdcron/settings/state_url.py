@@ -36,6 +36,17 @@ def mask(url: str) -> str:
     return _PASSWORD_PARAM.sub(r"\1***", url)
 
 
+def literal_password(value: str) -> bool:
+    """Whether the URL as written carries a password itself (not only `${VAR}`s)."""
+    rest = value.partition("://")[2]
+    query = rest.find("?")
+    at = rest.rfind("@", 0, query if query >= 0 else len(rest))
+    password = rest[:max(at, 0)].partition(":")[2]
+    params = [v for k, v in parse_qsl(rest[query + 1:] if query >= 0 else "")
+              if k.lower() == "password"]
+    return any(ENV_REF.sub("", p).strip() for p in [password, *params])
+
+
 def expand(value: str, environ: Mapping[str, str]) -> str:
     """${VAR} from the environment; an unset one is an error naming it (never its value)."""
     missing = [name for name in ENV_REF.findall(value) if name not in environ]
@@ -52,6 +63,13 @@ def parse(value: object, environ: Mapping[str, str]) -> str:
                             " leave the key out for the embedded SQLite state")
     url = expand(value.strip(), environ)
     shown = mask(value.strip())
+    raw = _raw_in_userinfo(url)
+    if raw:  # urlsplit would cut the URL there, and errors would echo a piece of the password
+        head, _, rest = url.partition("://")
+        shown = f"{head}://***{rest[rest.rfind('@'):]}"  # mask() cannot know where it ends
+        raise StateUrlError(f"{shown}: the user name or password holds a raw {raw}, which ends"
+                            " that part of a URL; percent-encode it (@ as %40, / as %2F, # as"
+                            " %23, ? as %3F) and try again")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises on a bad port)
@@ -66,6 +84,25 @@ def parse(value: object, environ: Mapping[str, str]) -> str:
         raise StateUrlError(f"{shown} names no database; add it after the host, e.g."
                             " postgresql://user@host:5432/mdcron")
     return url
+
+
+def _raw_in_userinfo(url: str) -> str | None:
+    """The raw '@', '/', '#' or '?' that cuts a URL's user-info short, if any."""
+    rest = url.partition("://")[2]
+    end = min((i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0),
+              default=len(rest))
+    authority = rest[:end]
+    if authority.count("@") > 1:
+        return "'@'"
+    if "@" in authority or end == len(rest):
+        return None
+    # `u:pa/ss@host/db`: the authority stops at a '/' inside the password, so it holds a
+    # colon followed by no port, and an '@' follows before any query parameter
+    at = rest.find("@", end)
+    port = authority.partition(":")[2]
+    if at >= 0 and ":" in authority and not port.isdigit() and "=" not in rest[end:at]:
+        return f"'{rest[end]}'"
+    return None
 
 
 def default_host() -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from faultlib import BEFORE, NOW, run_cli
+from pg_server import database_url
 
 from mdcron.settings.state_url import mask
 from mdcron.state.copy import with_schema
@@ -56,3 +57,25 @@ def test_a_database_of_another_application_is_refused_untouched(pg_url, home, wr
 def test_a_schema_name_that_is_not_an_identifier_is_refused(pg_url, home):
     out = run_cli(home, "state", "copy", "--to", pg_url, "--schema", 'x"; DROP TABLE users; --')
     assert out.returncode == 2 and "--schema" in out.stderr, out
+
+
+def test_the_target_can_come_from_a_file_and_a_password_in_argv_is_warned_of(
+        pg_url, home, write_task, tmp_path):
+    """Issue 23 item 7b: `state copy --to postgresql://user:PW@…` shows PW in `ps`."""
+    write_task("ok", schedule="* * * * *", command="echo fine")
+    run_cli(home, "tick", "--now", BEFORE)
+    with_password = f"{pg_url}&password=lit9pw"  # the test server trusts its socket
+    warned = run_cli(home, "state", "copy", "--to", with_password)
+    assert warned.returncode == 0, warned.stderr
+    assert "the password is on the command line" in warned.stderr and "--to-file" in warned.stderr
+    assert "lit9pw" not in warned.stdout + warned.stderr
+
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE DATABASE second_copy")
+    target = tmp_path / "url"
+    target.write_text(database_url(pg_url, "second_copy") + "&password=lit9pw\n")
+    quiet = run_cli(home, "state", "copy", "--to-file", str(target))
+    assert quiet.returncode == 0, quiet.stderr
+    assert "command line" not in quiet.stderr and "lit9pw" not in quiet.stdout + quiet.stderr
