@@ -81,3 +81,37 @@ def test_a_lock_held_past_the_bound_stops_the_tick_with_one_line_and_one_alert(
     assert again.returncode == 2
     alerts = [m for m in http_sink.bodies() if "write lock" in json.dumps(m)]
     assert len(alerts) == 1, alerts  # one alert, not one per minute
+
+
+def test_a_uses_task_ending_while_the_database_is_down_stops_the_tick_cleanly(
+        pg_url, pg_server, tmp_path, http_sink):
+    """Issue 23 item 3: the lease release and the chain rounds met the lost database with a raw
+    OperationalError, exit 1 and a false "tick crashed" alert although the task ran."""
+    from conftest import render_task
+    from test_hosts import database_refusing, history, make_home, start_tick, wait_for_file
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    a = make_home(tmp_path, "a", pg_url, marks, 0)
+    with open(a / "scheduler.yaml", "a", encoding="utf-8") as handle:
+        handle.write(f"resources: {{gpu: 1}}\nnotify:\n  default: ops\n  destinations:\n"
+                     f"    ops: \"{http_sink.json_url()}\"\n")
+    (a / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="0 10 * * *", uses=["gpu"], command=f"echo a >> {marks}/ran;"
+        f" while [ ! -e {marks}/release ]; do sleep 0.05; done"), encoding="utf-8")
+    (a / "tasks" / "next.md").write_text(render_task(
+        "next", schedule="after", after=["job"], command="true"), encoding="utf-8")
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 0
+    tick = start_tick(a, NOW)
+    wait_for_file(marks / "ran")
+    with database_refusing(pg_server, pg_url):
+        (marks / "release").touch()
+        out, err = tick.communicate(timeout=90)
+    assert tick.returncode == 2, out + err
+    assert "Traceback" not in out + err and "tick crashed" not in out + err, out + err
+    assert "spool.jsonl" in err, err
+    assert not [b for b in http_sink.bodies() if "crashed" in json.dumps(b)]
+    later = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
+    assert "recorded from the spool" in later.stdout, later.stdout + later.stderr
+    assert [(r["task_id"], r["status"]) for r in history(a) if r["task_id"] == "job"] == \
+        [("job", "success")]

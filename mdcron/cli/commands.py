@@ -23,7 +23,14 @@ from ..core.problems import Problem
 from ..core.units import format_duration
 from ..schedule.pause import end_maintenance, maintenance, start_maintenance
 from ..settings.config import Config
-from ..state.store import Store, StoreError, last_tick, state_store
+from ..state.store import (
+    Store,
+    StoreError,
+    database_lost,
+    last_tick,
+    lost_in_tick,
+    state_store,
+)
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
@@ -40,7 +47,9 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say)
     except StoreError:
         raise  # a clear message and exit 2 from main(); the database cannot hold an alert
-    except Exception:
+    except Exception as exc:
+        if database_lost(exc):  # issue 23: PostgreSQL went away mid-tick, not a crash
+            raise lost_in_tick(exc) from None
         import traceback
 
         error = traceback.format_exc()

@@ -160,7 +160,7 @@ def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
     try:
         from ..alerts.notify import settings
 
-        body = (f"The tick stopped before running anything: {error}\n"
+        body = (f"The tick stopped: {error}\n"  # maybe after tasks ran: the error says
                 "Run `scheduler.py doctor` for what is wrong and how to recover.")
         cfg = settings(config)
         if not cfg.destinations:

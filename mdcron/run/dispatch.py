@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.outcome import Outcome, RunResult
-from ..state.store import Store, state_store
+from ..state.store import Store, StoreError, database_lost, state_store
 from ..tasks.task import Task
 from .attempt import RunContext
 from .escalation_policy import Step
@@ -58,6 +58,8 @@ def run_all(
                     if unread_note:  # why the comments were not read, on the run's row
                         store.add_note(run_id, unread_note)
             except Exception as exc:  # one task's failure never ends the tick
+                if isinstance(exc, StoreError) or database_lost(exc):
+                    raise  # the state went away: the tick stops with one line (cli)
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ..core.outcome import Outcome, RunResult
-from ..state.store import Store, state_store
+from ..state.store import Store, StoreError, database_lost, lost_in_tick, state_store
 from .attempt import RunContext
 from .dispatch import after_one
 from .escalation_policy import Step
@@ -33,10 +33,14 @@ class Deferred:
 
     thread: threading.Thread | None = None
     done: list[tuple[int, LadderOutcome]] = field(default_factory=list)
+    lost: StoreError | None = None  # the state database went away under a run
 
     def join(self) -> list[tuple[int, LadderOutcome]]:
+        """StoreError when the state database went away under one of the runs."""
         if self.thread is not None:
             self.thread.join()
+        if self.lost is not None:
+            raise self.lost
         return self.done
 
 
@@ -50,16 +54,18 @@ def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: He
     def one(p: object) -> None:
         try:
             got = run_one(ctx, p, say, healer)
+            if got is not None:
+                say(describe(got[1]))
+                with state_store(ctx.config) as store:  # its alerts when it ends (after_one)
+                    after_one(store, ctx, got[1], say)
+                out.done.append(got)
         except Exception as exc:  # one task's failure never ends the tick
+            if isinstance(exc, StoreError) or database_lost(exc):  # the tick says it once
+                out.lost = exc if isinstance(exc, StoreError) else lost_in_tick(exc)
+                return
             # type: ignore[attr-defined]
             print(f"mdcron: internal error running {p.task.id}: {exc!r}",
                   file=sys.stderr)
-            return
-        if got is not None:
-            say(describe(got[1]))
-            with state_store(ctx.config) as store:  # its alerts when it ends (dispatch.after_one)
-                after_one(store, ctx, got[1], say)
-            out.done.append(got)
 
     def work() -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -116,6 +122,8 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
             try:
                 outcome = execute_claimed(run_ctx, store, task, run_id, healer)
             except Exception as exc:
+                if isinstance(exc, StoreError) or database_lost(exc):
+                    raise  # not the task's failure: its outcome is in the spool
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", now)
                 outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")

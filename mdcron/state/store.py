@@ -43,6 +43,23 @@ class StoreError(Exception):
     """The state database cannot be used (missing folder rights, corrupt file, ...)."""
 
 
+def database_lost(exc: BaseException) -> bool:
+    """A PostgreSQL connection that failed or was cut (psycopg's OperationalError family, told
+    apart by name: psycopg is imported only with a shared state)."""
+    return any(c.__name__ == "OperationalError" and c.__module__ == "psycopg"
+               for c in type(exc).__mro__)
+
+
+def lost_in_tick(exc: BaseException) -> StoreError:
+    """What a tick says when the database went away while it ran (issue 23)."""
+    from ..settings.state_url import mask  # lazy: only on this rare path
+
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return StoreError(f"the state database (state_url) became unreachable during the tick"
+                      f" ({mask(first)}); outcomes it could not take are kept in"
+                      " state/spool.jsonl and the next tick records them")
+
+
 class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
             HealsTable, LeasesTable, HostsTable):
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
@@ -122,7 +139,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         try:
             yield
         except Exception as exc:
-            if not self.url or type(exc).__name__ != "OperationalError":
+            if not self.url or not database_lost(exc):
                 raise
             from .spool import NAME, add
 
