@@ -136,10 +136,18 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
         return Config(home=home), []
     import yaml  # lazy: yaml (~10 ms) only when there is a config file
 
+    from ..core.safe_yaml import YamlLimitError, load_yaml  # lazy: as yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(_read_text(path)) or {}
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(path, f"cannot read the config: {exc}")]) from exc
+    except YamlLimitError as exc:
+        mark = exc.problem_mark
+        raise ConfigError([Problem(
+            path, f"refused unread: {exc.problem}; flatten it or drop the aliases "
+            "(&name, *name)",
+            line=mark.line + 1 if mark is not None else None)]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -149,6 +157,17 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
     if not isinstance(data, dict):
         raise ConfigError([Problem(path, "the config must be a mapping of key: value")])
     return _build(home, path, data, os.environ if environ is None else environ)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, read no further than the YAML limit (a huge file is refused unread)."""
+    from ..core.safe_yaml import MAX_BYTES  # lazy: as in load_config
+
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise OSError(f"larger than {MAX_BYTES // 1024 // 1024} MiB; a config is a few lines")
+    return data.decode("utf-8")
 
 
 def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
