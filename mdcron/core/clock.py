@@ -7,6 +7,25 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+# The instants mdcron handles: --now, --after, --at, --until and `@at` must lie in between.
+# Schedule maths adds margins (hours, a catch-up, an interval of up to 366 days) to them, and
+# Python's datetime ends at 9999-12-31: 9000 leaves a wide gap, 2000 is before any real run.
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+RANGE_TEXT = "from 2000-01-01 to 8999-12-31"
+
+
+class InstantError(ValueError):
+    """An instant outside [EARLIEST, LATEST); the message says the range."""
+
+
+def check_instant(value: datetime) -> datetime:
+    """`value` (aware) when mdcron can reason about it; InstantError otherwise."""
+    if not EARLIEST <= value < LATEST:
+        raise InstantError(f"{value.isoformat()} is out of range: mdcron handles instants "
+                           f"{RANGE_TEXT}")
+    return value
+
 
 class Clock:
     """An anchor instant plus the monotonic time elapsed since the tick began."""
@@ -42,7 +61,8 @@ def to_dt(ts: float) -> datetime:
 
 
 def parse_instant(text: str, zone: object = None) -> datetime:
-    """ISO-8601 from the command line; a naive value is read in `zone` (default: local)."""
+    """ISO-8601 from the command line; a naive value is read in `zone` (default: local).
+    ValueError (InstantError when out of range) for anything else."""
     value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
         if zone is None:
@@ -50,4 +70,8 @@ def parse_instant(text: str, zone: object = None) -> datetime:
 
             zone = resolve_zone(None)
         value = value.replace(tzinfo=zone)  # type: ignore[arg-type]
-    return value.astimezone(UTC)
+    try:
+        return check_instant(value.astimezone(UTC))
+    except OverflowError:  # 0001-01-01 or 9999-12-31 in a zone that pushes it past the end
+        raise InstantError(f"{text.strip()} is out of range: mdcron handles instants "
+                           f"{RANGE_TEXT}") from None
