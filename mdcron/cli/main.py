@@ -269,7 +269,7 @@ def _idle_tick(argv: list[str]) -> int | None:
             return None
         if instant.utcoffset() is None:
             return None
-        from ..core.clock import EARLIEST, LATEST  # stdlib only; the full path says why not
+        from ..core.limits import EARLIEST, LATEST  # stdlib only; the full path says why not
 
         if not EARLIEST <= instant < LATEST:
             return None

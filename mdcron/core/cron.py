@@ -38,7 +38,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
-from mdcron.core.clock import LATEST, RANGE_TEXT, InstantError, check_instant
+from mdcron.core.limits import EARLIEST, LATEST, RANGE_TEXT, InstantError, check_instant
 from mdcron.core.units import DurationError, format_duration, parse_duration
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
@@ -372,8 +372,8 @@ def _parse_interval(text: str, rest: str) -> timedelta:
     except DurationError as e:
         raise ScheduleError(f"bad schedule {text!r}: {e}") from None
     if not 60 <= seconds <= MAX_INTERVAL.total_seconds():
-        raise ScheduleError(f"bad schedule {text!r}: the interval must be from 1m to 366d, "
-                            "e.g. @every 15m or @every 7d")
+        raise ScheduleError(f"bad schedule {text!r}: the interval must be at least 1m and at "
+                            "most 366d, e.g. @every 15m or @every 7d")
     if seconds != int(seconds):
         raise ScheduleError(f"bad schedule {text!r}: the interval must be a whole number of "
                             "seconds")
@@ -388,7 +388,7 @@ def _parse_at(text: str, rest: str, zone: tzinfo) -> datetime:
     if at is None or not re.search(r"\d[T ]\d", rest):
         raise ScheduleError(f"bad schedule {text!r}: expected an ISO date-time like "
                             "'@at 2026-12-01T09:00' (optionally with an offset like +02:00)")
-    if not 2000 <= at.year < 9000:  # before any zone arithmetic, which may overflow
+    if not EARLIEST.year <= at.year < LATEST.year:  # before zone arithmetic (it may overflow)
         raise ScheduleError(f"bad schedule {text!r}: the date must be {RANGE_TEXT}")
     if at.tzinfo is not None:
         instant = at.astimezone(UTC)
