@@ -52,6 +52,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCAN_LIMIT = 20_000  # matching wall times one scan may pass over; never reached in practice
 _MISSED_CAP = 1000
 MAX_INTERVAL = timedelta(days=366)  # `@every` at most; longer is surely a typo
+_LAST = LATEST - timedelta(microseconds=1)  # the last instant a fire may be at
 
 _MACROS = {
     "@hourly": "0 * * * *",
@@ -246,7 +247,7 @@ class CronSchedule:
         return best
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        t = min(_as_utc(t), LATEST)
+        t = min(_as_utc(t), _LAST)
         local = t.astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # In a second pass, walls above wall(t) up to the fold's top already had their first pass.
@@ -297,7 +298,7 @@ class IntervalSchedule:
         return _within(_EPOCH + ((t - _EPOCH) // self.every + 1) * self.every)
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        return _EPOCH + ((min(_as_utc(t), LATEST) - _EPOCH) // self.every) * self.every
+        return _EPOCH + ((min(_as_utc(t), _LAST) - _EPOCH) // self.every) * self.every
 
 
 @dataclass(frozen=True, slots=True)
