@@ -20,7 +20,7 @@ LAYERS = ["core", "settings", "tasks", "state", "schedule", "hosts", "claude", "
 
 # Pure logic: no file, process, network or database module, and no mdcron module that has one.
 PURE = ["mdcron.core.clock", "mdcron.core.units", "mdcron.core.problems", "mdcron.core.outcome",
-        "mdcron.core.envref", "mdcron.core.urlscheme", "mdcron.core.cron",
+        "mdcron.core.envref", "mdcron.core.urlscheme", "mdcron.core.cron", "mdcron.core.limits",
         "mdcron.run.escalation_policy"]
 IO_MODULES = {"sqlite3", "subprocess", "socket", "urllib", "http", "shutil", "fcntl",
               "portalocker", "psycopg", "anthropic", "apprise"}

@@ -38,7 +38,7 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from ..run.tick import run_tick
     from ..run.ticklog import TickLog
 
-    clock = clock_from(args.now)
+    clock = clock_from(args.now, "--now")
     say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
 
     if _paused_tick(config, clock.now(), args.dry_run, say):
@@ -144,7 +144,7 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
     from .queries import list_rows, load_all
     from .render import print_json, short_time, table
 
-    now = clock_from(args.now).now()
+    now = clock_from(args.now, "--now").now()
     loaded = load_all(config)
     rows = list_rows(config, loaded, now, args.tag)
     if args.json:
@@ -302,10 +302,13 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
         zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
         expression = task.schedule if task else args.target
         schedule = parse_schedule(expression, zone)
-        after = parse_instant(args.after, zone) if args.after else clock_from(None).now_dt()
     except (ScheduleError, ValueError) as exc:
         message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
         raise UsageError(message) from exc
+    try:
+        after = parse_instant(args.after, zone) if args.after else clock_from(None).now_dt()
+    except ValueError as exc:
+        raise UsageError(f"--after: {exc}") from None
     fires = []
     t = after
     for _ in range(max(0, args.n)):
@@ -366,7 +369,7 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     from .queries import explain
 
     task = _load_task(config, args.id)
-    at = clock_from(args.at).now()
+    at = clock_from(args.at, "--at").now()
     state = None
     if config.state_exists:
         with state_store(config) as store:
@@ -457,7 +460,7 @@ def cmd_enable(config: Config, args: argparse.Namespace) -> int:
 def cmd_disable(config: Config, args: argparse.Namespace) -> int:
     if args.until is None:
         return _set_enabled(config, args.id, False, args.reason)
-    until = clock_from(args.until).now()  # a pause that ends by itself (pause.py)
+    until = clock_from(args.until, "--until").now()  # a pause that ends by itself (pause.py)
     return _set_enabled(config, args.id, False, "paused", until)
 
 

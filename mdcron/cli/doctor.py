@@ -57,15 +57,17 @@ def salvage_notify(home: Path, environ: Mapping[str, str]) -> NotifyConfig | Non
         return None
     import yaml
 
+    from ..core.safe_yaml import load_yaml  # bounded: a hostile config must not crash the alert
+
     raw: dict[str, object] = {}
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
         if isinstance(data, dict):
             raw = data
     except (yaml.YAMLError, ValueError, RecursionError):
         for block in _top_level_blocks(text):
             try:
-                data = yaml.safe_load(block)
+                data = load_yaml(block)
             except (yaml.YAMLError, ValueError, RecursionError):
                 continue
             if isinstance(data, dict):

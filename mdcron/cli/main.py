@@ -39,6 +39,22 @@ def default_home() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2]
 
 
+def _count(high: int):  # -> an argparse type: a whole number from 1 to high
+    def count(text: str) -> int:
+        import argparse  # lazy: only while parsing arguments (argparse is loaded then)
+
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from 1 to {high}, "
+                                             f"got {text!r}")
+        return value
+
+    return count
+
+
 def build_parser() -> argparse.ArgumentParser:
     import argparse
     from pathlib import Path
@@ -70,12 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
     c.add_argument("--now", help=argparse.SUPPRESS)
     c = cmd("history", "the most recent runs")
-    c.add_argument("-n", type=int, default=20)
+    c.add_argument("-n", type=_count(100_000), default=20, help="1-100000 (default 20)")
     c.add_argument("--task")
     c.add_argument("--json", action="store_true")
     c = cmd("next", "the next fire times of a task or a cron expression")
     c.add_argument("target", help="a task id or a quoted schedule like '0 6 * * 1-5'")
-    c.add_argument("-n", type=int, default=5)
+    c.add_argument("-n", type=_count(1000), default=5, help="1-1000 (default 5)")
     c.add_argument("--after", help="ISO-8601 instant to start from (default: now)")
     c.add_argument("--tz", help="IANA zone for an expression (default: the config's)")
     c.add_argument("--json", action="store_true")
@@ -257,6 +273,10 @@ def _idle_tick(argv: list[str]) -> int | None:
         except ValueError:
             return None
         if instant.utcoffset() is None:
+            return None
+        from ..core.limits import EARLIEST, LATEST  # stdlib only; the full path says why not
+
+        if not EARLIEST <= instant < LATEST:
             return None
         now = instant.timestamp()
     if home is None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+from .limits import RANGE_TEXT, InstantError, check_instant
+
 
 class Clock:
     """An anchor instant plus the monotonic time elapsed since the tick began."""
@@ -42,7 +44,8 @@ def to_dt(ts: float) -> datetime:
 
 
 def parse_instant(text: str, zone: object = None) -> datetime:
-    """ISO-8601 from the command line; a naive value is read in `zone` (default: local)."""
+    """ISO-8601 from the command line; a naive value is read in `zone` (default: local).
+    ValueError (InstantError when out of range) for anything else."""
     value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
         if zone is None:
@@ -50,4 +53,8 @@ def parse_instant(text: str, zone: object = None) -> datetime:
 
             zone = resolve_zone(None)
         value = value.replace(tzinfo=zone)  # type: ignore[arg-type]
-    return value.astimezone(UTC)
+    try:
+        return check_instant(value.astimezone(UTC))
+    except OverflowError:  # 0001-01-01 or 9999-12-31 in a zone that pushes it past the end
+        raise InstantError(f"{text.strip()} is out of range: mdcron handles instants "
+                           f"{RANGE_TEXT}") from None

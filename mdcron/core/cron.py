@@ -38,6 +38,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from zoneinfo import ZoneInfo
 
+from mdcron.core.limits import EARLIEST, LATEST, RANGE_TEXT, InstantError, check_instant
 from mdcron.core.units import DurationError, format_duration, parse_duration
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
@@ -50,6 +51,8 @@ _SECOND = timedelta(seconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCAN_LIMIT = 20_000  # matching wall times one scan may pass over; never reached in practice
 _MISSED_CAP = 1000
+MAX_INTERVAL = timedelta(days=366)  # `@every` at most; longer is surely a typo
+_LAST = LATEST - timedelta(microseconds=1)  # the last instant a fire may be at
 
 _MACROS = {
     "@hourly": "0 * * * *",
@@ -223,6 +226,11 @@ class CronSchedule:
 
     def next_after(self, t: datetime) -> datetime | None:
         t = _as_utc(t)
+        if t >= LATEST:
+            return None  # past the instants mdcron handles (clock.py): no date maths overflows
+        return _within(self._next_after(t))
+
+    def _next_after(self, t: datetime) -> datetime | None:
         local = t.astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # First passes (and gap fires) rise with the wall time, so walls <= wall(t) are done.
@@ -239,7 +247,7 @@ class CronSchedule:
         return best
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        t = _as_utc(t)
+        t = min(_as_utc(t), _LAST)
         local = t.astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # In a second pass, walls above wall(t) up to the fold's top already had their first pass.
@@ -284,10 +292,13 @@ class IntervalSchedule:
     fixed_time: bool = False
 
     def next_after(self, t: datetime) -> datetime | None:
-        return _EPOCH + ((_as_utc(t) - _EPOCH) // self.every + 1) * self.every
+        t = _as_utc(t)
+        if t >= LATEST:
+            return None
+        return _within(_EPOCH + ((t - _EPOCH) // self.every + 1) * self.every)
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        return _EPOCH + ((_as_utc(t) - _EPOCH) // self.every) * self.every
+        return _EPOCH + ((min(_as_utc(t), _LAST) - _EPOCH) // self.every) * self.every
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,8 +372,9 @@ def _parse_interval(text: str, rest: str) -> timedelta:
         seconds = parse_duration(rest)
     except DurationError as e:
         raise ScheduleError(f"bad schedule {text!r}: {e}") from None
-    if seconds < 60:
-        raise ScheduleError(f"bad schedule {text!r}: the interval must be at least 1m")
+    if not 60 <= seconds <= MAX_INTERVAL.total_seconds():
+        raise ScheduleError(f"bad schedule {text!r}: the interval must be at least 1m and at "
+                            "most 366d, e.g. @every 15m or @every 7d")
     if seconds != int(seconds):
         raise ScheduleError(f"bad schedule {text!r}: the interval must be a whole number of "
                             "seconds")
@@ -377,11 +389,22 @@ def _parse_at(text: str, rest: str, zone: tzinfo) -> datetime:
     if at is None or not re.search(r"\d[T ]\d", rest):
         raise ScheduleError(f"bad schedule {text!r}: expected an ISO date-time like "
                             "'@at 2026-12-01T09:00' (optionally with an offset like +02:00)")
+    if not EARLIEST.year <= at.year < LATEST.year:  # before zone arithmetic (it may overflow)
+        raise ScheduleError(f"bad schedule {text!r}: the date must be {RANGE_TEXT}")
     if at.tzinfo is not None:
-        return at.astimezone(UTC)
-    instant = _first_pass(at, zone, fixed=True)  # wall time, placed like a fixed-time fire
+        instant = at.astimezone(UTC)
+    else:
+        instant = _first_pass(at, zone, fixed=True)  # wall time, placed like a fixed-time fire
     assert instant is not None
-    return instant
+    try:
+        return check_instant(instant)
+    except InstantError:
+        raise ScheduleError(f"bad schedule {text!r}: the date must be {RANGE_TEXT}") from None
+
+
+def _within(fire: datetime | None) -> datetime | None:
+    """A fire past LATEST is no fire: nothing is scheduled beyond the instants mdcron handles."""
+    return fire if fire is not None and fire < LATEST else None
 
 
 def _bad(text: str, problem: str) -> ScheduleError:

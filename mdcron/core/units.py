@@ -34,12 +34,40 @@ def parse_duration(value: object) -> float:
     return seconds
 
 
-def whole_number(value: object, low: int = 1) -> int:
-    """`value` when it is an int >= low (YAML's true/false are not numbers); ValueError saying
-    what would be right otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"expected a whole number >= {low}, got {value!r}")
+def duration_between(value: object, low: float, high: float) -> float:
+    """parse_duration, and the result from `low` to `high` seconds; DurationError naming the
+    range otherwise (a huge value would overflow date maths, or wait for ever)."""
+    seconds = parse_duration(value)
+    if not low <= seconds <= high:
+        raise DurationError(f"expected from {_brief(low)} to {_brief(high)}, got "
+                            f"{_shown(value)}")
+    return seconds
+
+
+def whole_number(value: object, low: int = 1, high: int | None = None) -> int:
+    """`value` when it is an int >= low (and <= high; YAML's true/false are not numbers);
+    ValueError saying what would be right otherwise."""
+    if (isinstance(value, bool) or not isinstance(value, int) or value < low
+            or (high is not None and value > high)):
+        allowed = f" (allowed: {low} to {high:,})" if high is not None else ""
+        raise ValueError(f"expected a whole number >= {low}, got {_shown(value)}{allowed}")
     return value
+
+
+def _shown(value: object) -> str:
+    """repr, except for a number too long to print (repr of a 5000-digit int raises)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > 1e15:
+        return "a huge number"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _brief(seconds: float) -> str:
+    """A range bound as written in the README: 0s, 1s, 90s, 10m, 1h, 7d, 366d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
 
 
 def format_duration(seconds: float) -> str:

@@ -21,6 +21,7 @@ row.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -133,19 +134,33 @@ class Holder:
 
 def holders(config: Config) -> list[Holder]:
     """Who holds which unit now. A unit is probed with a non-blocking flock (taken and given
-    back at once when free), so a record left in a free unit's file never counts."""
+    back at once when free), so a record left in a free unit's file never counts. Only the unit
+    files that exist are looked at (one listing of the folder), never each unit of a capacity."""
     out = []
-    for name, capacity in sorted(config.resources.items()):
-        for unit in range(capacity):
-            path = unit_path(config, name, unit)
-            if not path.exists():
-                continue
-            probe = TaskLock(path)
-            if probe.try_acquire():
-                probe.release()  # free: given back at once (its old record is cleared)
-                continue
-            out.append(Holder(name, unit, read_info(path)))
+    for name, unit in _unit_files(config):
+        path = unit_path(config, name, unit)
+        probe = TaskLock(path)
+        if probe.try_acquire():
+            probe.release()  # free: given back at once (its old record is cleared)
+            continue
+        out.append(Holder(name, unit, read_info(path)))
     return out
+
+
+def _unit_files(config: Config) -> list[tuple[str, int]]:
+    """(resource, unit) of each unit file in state/resources/ within the configured capacity,
+    sorted."""
+    try:
+        names = os.listdir(config.state_dir / "resources")
+    except OSError:
+        return []
+    found = []
+    for file_name in names:
+        name, dot, rest = file_name.removesuffix(".lock").rpartition(".")
+        if (dot and file_name.endswith(".lock") and rest.isdigit() and rest == str(int(rest))
+                and int(rest) < config.resources.get(name, 0)):
+            found.append((name, int(rest)))
+    return sorted(found)
 
 
 def describe_holders(config: Config, task: Task | None = None) -> list[str]:

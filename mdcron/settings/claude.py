@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.problems import Problem, unknown_key
-from ..core.units import DurationError, parse_duration, whole_number
+from ..core.units import DurationError, duration_between, whole_number
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -30,11 +30,11 @@ class ClaudeConfig:
     max_heals_per_tick: int = 3  # top-level key; 0 turns self-heal off, like max_heals_per_day
 
 
-_INT_KEYS = {  # key: minimum
-    "max_tokens": 1, "max_retries": 0, "max_heals_per_day": 0, "max_tool_calls": 1,
-    "max_heal_bytes": 1,
+_INT_KEYS = {  # key: (minimum, maximum); README, "Configuration"
+    "max_tokens": (1, 1_000_000), "max_retries": (0, 100), "max_heals_per_day": (0, 1000),
+    "max_tool_calls": (1, 10_000), "max_heal_bytes": (1, 2**30),
 }
-_DURATION_KEYS = ("timeout", "retry_backoff")
+_DURATION_KEYS = {"timeout": (0.0, 86400.0), "retry_backoff": (0.0, 3600.0)}  # seconds
 CLAUDE_KEYS = frozenset({"model", *_INT_KEYS, *_DURATION_KEYS})
 
 
@@ -67,16 +67,16 @@ def parse_claude_config(
             values["model"] = model.strip()
         else:
             err("claude.model", f"expected a model id such as {DEFAULT_MODEL}, got {model!r}")
-    for key, low in _INT_KEYS.items():
+    for key, (low, high) in _INT_KEYS.items():
         if key in section:
             try:
-                values[key] = whole_number(section[key], low)
+                values[key] = whole_number(section[key], low, high)
             except ValueError as exc:
                 err(f"claude.{key}", str(exc))
-    for key in _DURATION_KEYS:
+    for key, (shortest, longest) in _DURATION_KEYS.items():
         if key in section:
             try:
-                values[key] = parse_duration(section[key])
+                values[key] = duration_between(section[key], shortest, longest)
             except DurationError as exc:
                 err(f"claude.{key}", str(exc))
             else:
@@ -85,7 +85,7 @@ def parse_claude_config(
                     del values[key]
     if "max_heals_per_tick" in raw:
         try:
-            values["max_heals_per_tick"] = whole_number(raw["max_heals_per_tick"], 0)
+            values["max_heals_per_tick"] = whole_number(raw["max_heals_per_tick"], 0, 1000)
         except ValueError as exc:
             err("max_heals_per_tick", str(exc))
     return ClaudeConfig(**values), problems

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.envref import ENV_REF
 from ..core.problems import Problem, unknown_key
-from ..core.units import DurationError, parse_duration, whole_number
+from ..core.units import DurationError, duration_between, parse_duration, whole_number
 from .claude import ClaudeConfig, parse_claude_config
 from .notify import NotifyConfig, parse_notify_config
 
@@ -18,6 +18,15 @@ CONFIG_NAME = "scheduler.yaml"
 ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
 STATE_URL_ENV = "MDCRON_STATE_URL"  # state_url.ENV_NAME; overrides scheduler.yaml's state_url
 ID_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # resource names become file names
+# Every number has a range (README, "Configuration"): past it a value is surely a typo, and
+# would overflow date maths, wait for ever or loop per unit.
+_DAY = 86400.0
+COUNT_MAX = {"max_parallel": 1000, "log_max_bytes": 2**40, "output_tail_bytes": 16 * 2**20,
+             "retention_days": 36600, "max_consecutive_failures": 1000}
+DURATION_RANGE = {"catchup": (0.0, 366 * _DAY), "kill_grace": (0.0, 3600.0),
+                  "probation": (0.0, 366 * _DAY), "stop_grace": (0.0, _DAY),
+                  "max_clock_skew": (0.0, 3600.0), "lease_seconds": (1.0, _DAY)}
+MAX_CAPACITY = 10_000  # units of one resource (each is a lock file)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +145,18 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
         return Config(home=home), []
     import yaml  # lazy: yaml (~10 ms) only when there is a config file
 
+    from ..core.safe_yaml import YamlLimitError, load_yaml  # lazy: as yaml
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(_read_text(path)) or {}
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(path, f"cannot read the config: {exc}")]) from exc
+    except YamlLimitError as exc:
+        mark = exc.problem_mark
+        raise ConfigError([Problem(
+            path, f"refused unread: {exc.problem}; flatten it or drop the aliases "
+            "(&name, *name)",
+            line=mark.line + 1 if mark is not None else None)]) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -149,6 +166,17 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
     if not isinstance(data, dict):
         raise ConfigError([Problem(path, "the config must be a mapping of key: value")])
     return _build(home, path, data, os.environ if environ is None else environ)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, read no further than the YAML limit (a huge file is refused unread)."""
+    from ..core.safe_yaml import MAX_BYTES  # lazy: as in load_config
+
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise OSError(f"larger than {MAX_BYTES // 1024 // 1024} MiB; a config is a few lines")
+    return data.decode("utf-8")
 
 
 def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
@@ -173,17 +201,16 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
             values["timezone"] = str(tz)
         except ScheduleError as exc:
             err("timezone", str(exc))
-    for key in ("max_parallel", "log_max_bytes", "output_tail_bytes", "retention_days",
-                "max_consecutive_failures"):
+    for key, high in COUNT_MAX.items():
         if key in data:
             try:
-                values[key] = whole_number(data[key], 1)
+                values[key] = whole_number(data[key], 1, high)
             except ValueError as exc:
                 err(key, str(exc))
     for key in ("catchup", "kill_grace", "probation", "stop_grace"):
         if key in data:
             try:
-                values[key] = parse_duration(data[key])
+                values[key] = duration_between(data[key], *DURATION_RANGE[key])
             except DurationError as exc:
                 err(key, str(exc))
     if "secret_env" in data:
@@ -210,10 +237,13 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
         v = data["resources"]
         ok = isinstance(v, dict) and all(
             isinstance(k, str) and ID_LIKE.fullmatch(k) and isinstance(n, int)
-            and not isinstance(n, bool) and n >= 1 for k, n in v.items())
+            and not isinstance(n, bool) and 1 <= n <= MAX_CAPACITY for k, n in v.items())
         if not ok:
-            err("resources", "expected a mapping of name: capacity (a whole number >= 1), e.g."
-                " resources: {ollama: 1, gpu: 2}")
+            bad = next((f" ({k}: {n})" for k, n in v.items() if isinstance(k, str)
+                        and isinstance(n, int) and n > MAX_CAPACITY), "") if isinstance(
+                            v, dict) else ""
+            err("resources", f"expected a mapping of name: capacity (a whole number from 1 to "
+                f"{MAX_CAPACITY:,}){bad}, e.g. resources: {{ollama: 1, gpu: 2}}")
         else:
             values["resources"] = dict(v)
     if data.get("incident_command") is not None:
@@ -259,14 +289,16 @@ def _state(path: Path, data: dict, values: dict[str, object],
             errors.append(Problem(path, f"{exc}; e.g. host: web1", key="host"))
     if "max_clock_skew" in data:
         try:
-            values["max_clock_skew"] = parse_duration(data["max_clock_skew"])
+            values["max_clock_skew"] = duration_between(data["max_clock_skew"],
+                                                        *DURATION_RANGE["max_clock_skew"])
         except DurationError as exc:
             errors.append(Problem(path, str(exc), key="max_clock_skew"))
     if "lease_seconds" in data:
         try:
-            values["lease_seconds"] = parse_duration(data["lease_seconds"])
-            if not values["lease_seconds"]:
+            if not parse_duration(data["lease_seconds"]):
                 raise DurationError("lease_seconds must be more than 0, e.g. lease_seconds: 90s")
+            values["lease_seconds"] = duration_between(data["lease_seconds"],
+                                                       *DURATION_RANGE["lease_seconds"])
         except DurationError as exc:
             errors.append(Problem(path, str(exc), key="lease_seconds"))
     return errors

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..core.envref import ENV_REF, SCHEME
 from ..core.problems import Problem, unknown_key
-from ..core.units import DurationError, parse_duration, whole_number
+from ..core.units import DurationError, duration_between, whole_number
 from ..core.urlscheme import scheme_of  # noqa: F401  (re-exported)
 
 DEFAULT_COLLAPSE_WINDOW = 3600.0
@@ -170,12 +170,12 @@ def parse_notify_config(
             problem("notify.quiet_hours", str(exc))
     if "collapse_window" in section:
         try:
-            values["collapse_window"] = parse_duration(section["collapse_window"])
+            values["collapse_window"] = duration_between(section["collapse_window"], 0, 86400)
         except DurationError as exc:
             problem("notify.collapse_window", f"{exc} (0 turns collapsing off)")
     if "max_attempts" in section:
         try:
-            values["max_attempts"] = whole_number(section["max_attempts"], 1)
+            values["max_attempts"] = whole_number(section["max_attempts"], 1, 1000)
         except ValueError as exc:
             problem("notify.max_attempts", str(exc))
     return NotifyConfig(**values), problems  # type: ignore[arg-type]

@@ -256,11 +256,13 @@ def frontmatter_text(text: str) -> tuple[str, int]:
 
 
 def _load_mapping(text: str) -> dict:
-    import frontmatter  # lazy: python-frontmatter + yaml (~10 ms) only when a file is edited
+    from ..core.safe_yaml import YamlLimitError, load_yaml  # lazy: yaml, only for an edit
 
     yaml_text, _ = frontmatter_text(text)
     try:
-        data = frontmatter.YAMLHandler().load(yaml_text)
+        data = load_yaml(yaml_text)  # bounded (safe_yaml.py): a bomb is refused, not compared
+    except YamlLimitError as exc:
+        raise EditError(f"the frontmatter is too complex to edit safely: {exc.problem}") from exc
     except Exception as exc:  # YAMLError, and ValueError for absurd ints
         raise EditError(f"the frontmatter does not parse: {exc}") from exc
     if data is None:

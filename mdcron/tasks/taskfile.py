@@ -403,12 +403,18 @@ def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
 
 
 def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
-    # lazy: python-frontmatter + yaml (~10 ms), only for a file the cache has not seen (cache.py)
-    import frontmatter  # python-frontmatter's YAML handler: yaml.load with CSafeLoader
+    # lazy: yaml (~10 ms), only for a file the cache has not seen (cache.py)
     import yaml
 
+    from ..core.safe_yaml import YamlLimitError, load_yaml  # lazy: as yaml
+
     try:
-        data = frontmatter.YAMLHandler().load(yaml_text)
+        data = load_yaml(yaml_text)  # bounded: depth, aliases, size (safe_yaml.py)
+    except YamlLimitError as exc:
+        line = first_line + exc.problem_mark.line if exc.problem_mark is not None else None
+        report.error(f"the frontmatter is refused unread: {exc.problem}; flatten it or "
+                     "drop the aliases (&name, *name)", key=_key_at(report, line), line=line)
+        return None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = None
@@ -438,6 +444,12 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
         )
         return None
     return data
+
+
+def _key_at(report: _Report, line: int | None) -> str | None:
+    """The top-level key whose value holds `line`."""
+    starts = [(n, key) for key, n in report.lines.items() if line is not None and n <= line]
+    return max(starts)[1] if starts else None
 
 
 def _yaml_hint(yaml_text: str, index: int | None) -> str:

@@ -16,6 +16,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ..cli import actions as core
+from ..core.limits import RANGE_TEXT, check_instant
 from ..state.store import state_store
 from ..tasks.task import DISABLED_REASONS
 from . import data
@@ -70,9 +71,11 @@ def routes(web) -> list[Route]:
         if form.get("until"):
             try:
                 dt = datetime.fromisoformat(form["until"])
-            except ValueError as exc:
-                raise HTTPException(400, "until must be a date and time (ISO-8601)") from exc
-            until = (dt if dt.tzinfo else dt.astimezone()).timestamp()
+                until = check_instant((dt if dt.tzinfo else dt.astimezone()).astimezone(UTC)
+                                      ).timestamp()
+            except (ValueError, OverflowError) as exc:  # InstantError is a ValueError
+                raise HTTPException(400, "until must be a date and time (ISO-8601) "
+                                    f"{RANGE_TEXT}") from exc
             reason = "paused"
         try:
             core.set_enabled(_config(web), tid, False, reason, web.clock(), until)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state
 from ..core.clock import to_dt
+from ..core.limits import check_instant
 from ..settings.config import Config, ConfigError, load_config
 from ..state.runs import RunFilter
 from ..state.store import state_store
@@ -260,6 +261,7 @@ def history_view(config: Config, *, task: str | None, status: str | None,
     where = RunFilter(task_id=task, status=status, trigger=trigger, before=before)
     if day:
         start = datetime.fromisoformat(day).astimezone()  # a local day (ValueError: 400)
+        check_instant(start)  # 9999-12-31 + 1 day would overflow (InstantError: a ValueError)
         where = replace(where, started_from=start.timestamp(),
                         started_until=(start + timedelta(days=1)).timestamp())
     rows: list[dict] = []

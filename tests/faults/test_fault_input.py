@@ -175,7 +175,7 @@ def hostile_files(home: Path, outside: Path) -> dict[str, str]:
     (tasks / "dangling.md").symlink_to(outside / "nothing-here.md")
     return {
         "no-close.md": "never closed", "huge.md": "too large", "binary.md": "NUL",
-        "nul.md": "NUL", "latin1.md": "UTF-8", "deep.md": "", "laughs.md": "tags",
+        "nul.md": "NUL", "latin1.md": "UTF-8", "deep.md": "", "laughs.md": "alias",
         "huge-int.md": "", "huge-timeout.md": "timeout", "empty.md": "no frontmatter",
         "list.md": "not a mapping", "dup-key.md": "appears on lines", "emoji-id.md": "id",
         "bad-cron.md": "schedule", "fifo.md": "regular file", "dir.md": "regular file",
