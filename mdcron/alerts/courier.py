@@ -6,11 +6,12 @@ trickles one byte a second kept the tick alive long after "did not finish". A th
 stopped; a process can. So each flush sends through one child (`Courier`), started on the first
 message and reused for the next: one JSON line per message on its stdin (the expanded URL is a
 secret: never in argv or the environment), one JSON line back. When no answer has come
-`timeout` seconds after a message went, the child's process group is killed and the message
-fails with "no answer within 15 s" (retried like any failure); the next message gets a new child.
+`timeout` seconds after a message went, the child is killed and the message fails with "no
+answer within 15 s" (retried like any failure); the next message gets a new child.
 
-The child also bounds itself (SIGALRM at the deadline plus a few seconds before every send), so
-a tick killed mid-flush leaves no courier behind for longer than that.
+The child stays in the tick's process group (whoever kills the tick's group kills it too) and
+bounds itself: SIGALRM at the deadline plus SELF_BOUND_SLACK before every send, so even a tick
+killed alone mid-flush leaves no courier behind for longer than that.
 
 Lazy imports: the child imports apprise (the parent never does); subprocess, select and json load
 only when a message is actually sent.
@@ -97,7 +98,7 @@ class Courier:
         self._buffer = b""
         self._child = subprocess.Popen(
             [sys.executable, "-P", "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True,  # its own group, killed whole
+            stderr=subprocess.DEVNULL,
         )
         return self._child
 
@@ -121,16 +122,11 @@ class Courier:
         return line
 
     def _kill(self) -> int | None:
-        """Kill the child's whole group and reap it; its exit code."""
+        """Kill the child and reap it; its exit code."""
         child, self._child = self._child, None
         if child is None:
             return None
-        import signal  # lazy: with subprocess
-
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        child.kill()  # a no-op once it has been reaped
         for stream in (child.stdin, child.stdout):
             try:
                 stream.close()
