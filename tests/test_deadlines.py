@@ -4,17 +4,22 @@ The whole ticks are in tests/faults/test_fault_trickle.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from mdcron.alerts.courier import Courier, CourierTimeout
-from mdcron.alerts.heartbeat import direct_get
+from mdcron.alerts.heartbeat import DEADLINE, direct_get
 from mdcron.claude.client import ClaudeError, ClaudeSession, ClaudeTimeout
 from mdcron.settings.claude import ClaudeConfig
 from tests.faults.faultlib import pid_alive, wait_until
 from tests.http_sink import http_sink_fixture  # noqa: F401  (fixture `http_sink`)
 from tests.trickle_server import TrickleServer, trickle_fixture  # noqa: F401  (fixture)
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_direct_ping_gives_up_at_its_deadline(trickle: TrickleServer):
@@ -56,3 +61,17 @@ def test_a_claude_request_gives_up_at_claude_timeout_then_at_the_deadline(
         session.create(messages=[{"role": "user", "content": "hi"}])
     assert 1.5 <= time.monotonic() - start < 5
     wait_until(lambda: trickle.hung_up == trickle.connections == 2, "both requests hung up", 10)
+
+
+def test_the_urllib_ping_through_a_trickling_proxy_gives_up_at_the_deadline(
+        trickle: TrickleServer):
+    # a proxy in the environment sends the ping through urllib, whose reads are per-read timed
+    code = ("import time; from mdcron.alerts.heartbeat import ping; start = time.monotonic();"
+            " print(ping('http://heartbeat.invalid/ping', False, {}));"
+            " print(round(time.monotonic() - start))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=60, env={"http_proxy": trickle.url(), "no_proxy": "",
+                                          "PATH": "/usr/bin:/bin"})
+    said, took = out.stdout.split("\n")[:2]
+    assert said == f"heartbeat (http://…): no answer within {DEADLINE:g} s", out.stderr
+    assert DEADLINE - 1 <= int(took) <= DEADLINE + 2
