@@ -140,7 +140,7 @@ class Courier:
 
 def serve() -> None:
     """The child's loop: a JSON request per stdin line, a JSON answer per stdout line."""
-    import json
+    import json  # lazy: the child's own, like every import below
     import signal
 
     out = sys.stdout.buffer
@@ -159,9 +159,9 @@ def serve() -> None:
 def deliver(url: str, title: str, body: str) -> dict[str, object]:
     """One apprise notification; {"ok": True} or {"ok": False, "reason", "permanent"}. The reason
     is unmasked (the parent masks it)."""
-    import logging
+    import logging  # lazy: in the child only
 
-    import apprise
+    import apprise  # lazy: hundreds of ms and its plugins, in the child only
 
     # apprise (and urllib3 under it, at DEBUG) log through `logging`; their records hold URLs.
     # Failure reasons come from the call's own capture instead.
