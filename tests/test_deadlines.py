@@ -27,7 +27,7 @@ def test_the_direct_ping_gives_up_at_its_deadline(trickle: TrickleServer):
     with pytest.raises(TimeoutError):
         direct_get("http", "127.0.0.1", str(trickle.port), "/ping",
                    deadline=time.monotonic() + 2.5)
-    assert 2 <= time.monotonic() - start < 5
+    assert 2 <= time.monotonic() - start < 2.5 + 5
 
 
 def test_the_courier_is_killed_at_its_deadline_and_the_next_message_gets_a_new_one(
@@ -36,7 +36,7 @@ def test_the_courier_is_killed_at_its_deadline_and_the_next_message_gets_a_new_o
         start = time.monotonic()
         with pytest.raises(CourierTimeout):
             courier.send(trickle.json_url(), "title", "body")
-        assert 2 <= time.monotonic() - start < 5
+        assert 2 <= time.monotonic() - start < 2.5 + 5
         wait_until(lambda: trickle.hung_up == 1, "the courier's connection closed", 10)
         assert courier.send(http_sink.json_url("/hook"), "next", "body") is None
         child = courier._child.pid
@@ -46,20 +46,26 @@ def test_the_courier_is_killed_at_its_deadline_and_the_next_message_gets_a_new_o
 
 def test_a_claude_request_gives_up_at_claude_timeout_then_at_the_deadline(
         trickle: TrickleServer):
-    cfg = ClaudeConfig(timeout=1.5, max_retries=0)
     env = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": trickle.base_url}
-    start = time.monotonic()
-    with (ClaudeSession(cfg, env, time.monotonic() + 60) as session,  # claude.timeout first
-          pytest.raises(ClaudeError, match="did not answer within 1.5 s") as caught):
-        session.create(messages=[{"role": "user", "content": "hi"}])
+    hi = [{"role": "user", "content": "hi"}]
+    # claude.timeout comes first: a transient failure, the caller's deadline is far
+    with ClaudeSession(ClaudeConfig(timeout=1.5, max_retries=0), env,
+                       time.monotonic() + 60) as session:
+        start = time.monotonic()
+        with pytest.raises(ClaudeError, match="did not answer within 1.5 s") as caught:
+            session.create(messages=hi)
+        took = time.monotonic() - start
     assert not isinstance(caught.value, ClaudeTimeout)
-    assert 1.2 <= time.monotonic() - start < 4
-    start = time.monotonic()
-    cfg = ClaudeConfig(timeout=120, max_retries=3)
-    with (ClaudeSession(cfg, env, time.monotonic() + 2) as session,  # the caller's deadline
-          pytest.raises(ClaudeTimeout)):
-        session.create(messages=[{"role": "user", "content": "hi"}])
-    assert 1.5 <= time.monotonic() - start < 5
+    assert 1.4 <= took < 1.5 + 5  # generous: a loaded machine
+    # the caller's deadline comes first: ClaudeTimeout, however many retries are allowed
+    with ClaudeSession(ClaudeConfig(timeout=120, max_retries=3), env,
+                       time.monotonic() + 60) as session:
+        start = time.monotonic()
+        session.deadline = start + 2
+        with pytest.raises(ClaudeTimeout):
+            session.create(messages=hi)
+        took = time.monotonic() - start
+    assert 1.4 <= took < 2 + 5
     wait_until(lambda: trickle.hung_up == trickle.connections == 2, "both requests hung up", 10)
 
 

@@ -94,7 +94,7 @@ def test_a_trickling_claude_api_times_out_a_claude_task_at_its_timeout(home, wri
     (task, _slot, _attempt, status, error), = runs(home, "ask")
     assert (status, error) == ("timeout", "timeout after 15s"), said
     duration, = query(home, "SELECT finished_at - started_at FROM runs")[0]
-    assert 14 <= duration <= 18
+    assert 14 <= duration <= 15 + 5  # the deadline, and a loaded machine writing the row
     log, = (home / "logs" / "runs" / "ask").rglob("*.log")
     assert "the Claude API did not answer within" in log.read_text()
     wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up", 10)
