@@ -5,16 +5,24 @@ code; a plain http(s) URL is fetched over a socket directly (urllib.request alon
 the idle tick), anything else (a proxy, a redirect, IPv6, user@host) through urllib.
 `${VAR}` in the URL comes from the scheduler's environment; the expanded URL is a secret, so errors
 show the scheme only and mask every substituted value.
+
+The whole ping has one wall-clock deadline (DEADLINE), not a timeout per read: the socket's timeout
+is recomputed from what is left before every connect, send and read, so a server sending one byte
+a second cannot hold a tick (issue 22). The urllib path cannot be bounded that way (its reads are
+inside http.client): it runs in a daemon thread that is given up at the deadline and dies with
+the process.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 
 from ..core.urlscheme import scheme_of
 
-TIMEOUT = 5.0
+DEADLINE = 10.0  # seconds for the whole ping: connect, TLS, request, answer
+NO_ANSWER = f"no answer within {DEADLINE:g} s"
 STALE_TICK = 300.0  # seconds without a tick before `list` and `doctor` say cron has stopped
 MAX_REASON = 300
 
@@ -79,6 +87,7 @@ def ping(template: str, failed: bool, environ: Mapping[str, str]) -> str | None:
     """GET the URL (with /fail appended to its path when the tick failed). Returns an error
     line with the URL masked, or None. Never raises."""
     where = f"heartbeat ({scheme_of(template)})"
+    deadline = time.monotonic() + DEADLINE
     try:
         missing = missing_vars(template, environ)
         if missing:
@@ -89,13 +98,15 @@ def ping(template: str, failed: bool, environ: Mapping[str, str]) -> str | None:
             url = with_fail(url)
         match = plain_url(url)
         if match is None or any(environ.get(v) or os.environ.get(v) for v in PROXY_VARS):
-            return _urllib_get(url, values, where)  # proxies, IPv6, user@: urllib knows them
+            return _urllib_get(url, values, where, deadline)  # proxies, IPv6, user@: urllib
         try:
-            status = direct_get(*match)
+            status = direct_get(*match, deadline=deadline)
+        except TimeoutError:
+            return f"{where}: {NO_ANSWER}"
         except OSError as exc:
             return f"{where}: {mask(str(exc), url, values)}"
         if 300 <= status < 400:
-            return _urllib_get(url, values, where)  # a redirect: urllib follows it
+            return _urllib_get(url, values, where, deadline)  # a redirect: urllib follows it
         return None if status < 300 else f"{where}: HTTP {status}"
     except Exception as exc:
         return f"{where}: {type(exc).__name__}"
@@ -111,10 +122,21 @@ def with_fail(url: str) -> str:
     return head.rstrip("/") + "/fail" + tail
 
 
-def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> int:
+def left(deadline: float) -> float:
+    """Seconds until `deadline` (time.monotonic()); TimeoutError once it has passed."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError(NO_ANSWER)
+    return remaining
+
+
+def direct_get(scheme: str, host: str, port: str | None, target: str | None, *,
+               deadline: float) -> int:
     """One HTTP/1.1 GET over a socket (TLS for https, verified as urllib verifies it); the
-    status code. Costs the import of socket (and ssl for https), not of urllib.request or
-    http.client (~25 ms more on a 2-core machine: bench/README.md)."""
+    status code. TimeoutError once `deadline` (time.monotonic()) passes, however the server
+    paces its bytes: every socket operation gets only the time that is left. Costs the import
+    of socket (and ssl for https), not of urllib.request or http.client (~25 ms more on a
+    2-core machine: bench/README.md)."""
     import socket  # lazy: only to ping; every command imports this module (STALE_TICK)
 
     default = 443 if scheme == "https" else 80
@@ -124,17 +146,21 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> 
         target = "/" + target
     target = target.split("#", 1)[0]
     # bytes: a str host is encoded with the idna codec, whose import costs `re` (~4 ms)
-    sock = socket.create_connection((host.encode("ascii"), number), timeout=TIMEOUT)
+    sock = socket.create_connection((host.encode("ascii"), number), timeout=left(deadline))
     try:
         if scheme == "https":
             import ssl  # lazy: ssl (~10 ms) only for an https URL
 
+            # the handshake and sendall each count their timeout for the whole operation
+            sock.settimeout(left(deadline))
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
         name = host if number == default else f"{host}:{number}"
+        sock.settimeout(left(deadline))
         sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {name}\r\nUser-Agent: mdcron\r\n"
                      "Accept: */*\r\nConnection: close\r\n\r\n".encode("ascii"))
         head = b""
         while b"\r\n" not in head and len(head) < 4096:
+            sock.settimeout(left(deadline))  # a total deadline, not one per read
             chunk = sock.recv(4096)
             if not chunk:
                 break
@@ -147,18 +173,47 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None) -> 
     return int(parts[1])
 
 
-def _urllib_get(url: str, values: list[str], where: str) -> str | None:
+def _urllib_get(url: str, values: list[str], where: str, deadline: float) -> str | None:
+    """urllib's GET in a daemon thread, waited for until `deadline` (its reads happen inside
+    http.client, out of reach of a per-read deadline); a thread still reading at the deadline
+    is left behind and ends with the process."""
+    import threading  # lazy: only for the rare URL the socket path refuses
+
+    answer: list[str | None] = []
+    done = threading.Event()
+
+    def get() -> None:
+        try:
+            answer.append(_urllib_answer(url, values, where, deadline))
+        finally:
+            done.set()
+
+    try:
+        threading.Thread(target=get, name="heartbeat", daemon=True).start()
+        finished = done.wait(left(deadline))
+    except TimeoutError:
+        finished = False
+    return answer[0] if finished and answer else f"{where}: {NO_ANSWER}"
+
+
+def _urllib_answer(url: str, values: list[str], where: str, deadline: float) -> str | None:
     # lazy: urllib.request (~25 ms: http.client, email) only for a URL the socket path refuses
     import urllib.error
     import urllib.request
 
     request = urllib.request.Request(url, headers={"User-Agent": "mdcron"})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        with urllib.request.urlopen(request, timeout=left(deadline)) as response:
             response.read(4096)
         return None
     except urllib.error.HTTPError as exc:
         return f"{where}: HTTP {exc.code}"
+    except TimeoutError:
+        return f"{where}: {NO_ANSWER}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, TimeoutError):
+            return f"{where}: {NO_ANSWER}"
         return f"{where}: {mask(str(reason), url, values)}"
+    except Exception as exc:  # a thread's exception would print a traceback: never
+        return f"{where}: {type(exc).__name__}"

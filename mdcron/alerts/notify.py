@@ -24,16 +24,18 @@ The tick calls `enqueue` for each alert as it happens (no network) and `flush` o
   flush leaves that destination's other messages for the next flush, so a dead endpoint costs
   one timeout per tick. Nothing in `flush` or `heartbeat` raises.
 
-apprise is imported on the first send only; its log records never propagate to our loggers
-(failure reasons are taken from its captured logs, masked).
+- **Deadline**: a message that has not gone within SEND_TIMEOUT (15 s) wall-clock fails with "no
+  answer within 15 s" and is retried like any failure, however its destination paces its
+  bytes: apprise runs in a child process (courier.py) that is killed at the deadline, so no
+  abandoned thread keeps the tick alive after it (issue 22). Its log records never reach our
+  loggers (failure reasons are taken from its captured logs, masked).
 
-Lazy imports: apprise (hundreds of ms, its plugins) loads only when a message is actually
-delivered; the heartbeat module only when a heartbeat is pinged from here.
+Lazy imports: apprise (hundreds of ms, its plugins) loads only in the courier child, when a
+message is actually delivered; the heartbeat module only when a heartbeat is pinged from here.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -43,12 +45,13 @@ from ..settings.config import Config
 from ..settings.notify import NotifyConfig, scheme_of
 from ..state import outbox
 from ..state.store import Store
+from .courier import Courier, CourierTimeout
 from .heartbeat import expand_vars, mask, missing_vars
 
 FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout"})
 NEVER_COLLAPSED = frozenset({"suspended", "digest"})
 RECOVERY_KINDS = frozenset({"recovered", "success", "healed"})
-SEND_TIMEOUT = 15.0  # seconds for one apprise call, whatever the plugin's own timeouts
+SEND_TIMEOUT = 15.0  # seconds for one message, wall-clock: the courier is killed then
 LEASE = 300.0  # a claimed message is not tried by another flush for this long
 BACKOFF_BASE = 60.0
 BACKOFF_CAP = 3600.0
@@ -204,23 +207,33 @@ def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
               report: FlushReport) -> None:
     due = store.due_messages(ts)
     failing: set[str] = set()
-    for message_id, destination in due:
-        if destination in failing:
-            continue  # one failure per destination per flush: a dead endpoint stalls once
-        if store.url and destination not in cfg.destinations:
-            continue  # issue 11: another host enqueued it for a destination it knows
-        claimed = store.claim_message(message_id, ts, LEASE)
-        if claimed is None:
-            continue  # another flush has it
-        title, body, attempts = claimed
-        try:
-            send(cfg, destination, title, body, environ)
-        except DeliveryError as exc:
-            failing.add(destination)
-            _record_failure(store, cfg, message_id, destination, attempts, exc, ts, report)
-            continue
-        store.message_sent(message_id, ts)
-        report.sent.append(message_id)
+    with Courier(SEND_TIMEOUT) as courier:  # its child starts with the first message sent
+        for message_id, destination in due:
+            if _send_one(store, cfg, ts, environ, report, courier, failing, message_id,
+                         destination):
+                failing.add(destination)
+
+
+def _send_one(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
+              report: FlushReport, courier: Courier, failing: set[str], message_id: int,
+              destination: str) -> bool:
+    """Claim and send one message; True when it failed."""
+    if destination in failing:
+        return False  # one failure per destination per flush: a dead endpoint stalls once
+    if store.url and destination not in cfg.destinations:
+        return False  # issue 11: another host enqueued it for a destination it knows
+    claimed = store.claim_message(message_id, ts, LEASE)
+    if claimed is None:
+        return False  # another flush has it
+    title, body, attempts = claimed
+    try:
+        send(cfg, destination, title, body, environ, courier)
+    except DeliveryError as exc:
+        _record_failure(store, cfg, message_id, destination, attempts, exc, ts, report)
+        return True
+    store.message_sent(message_id, ts)
+    report.sent.append(message_id)
+    return False
 
 
 def _record_failure(store: Store, cfg: NotifyConfig, message_id: int, destination: str,
@@ -262,40 +275,27 @@ def expand(template: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
 
 
 def send(cfg: NotifyConfig, destination: str, title: str, body: str,
-         environ: Mapping[str, str]) -> None:
-    """Deliver one message now through apprise; DeliveryError (masked) when it does not go."""
+         environ: Mapping[str, str], courier: Courier | None = None) -> None:
+    """Deliver one message now through apprise (in `courier`'s child, or a child of its own);
+    DeliveryError (masked) when it does not go within SEND_TIMEOUT."""
     template = cfg.destinations.get(destination)
     if template is None:
         known = ", ".join(sorted(cfg.destinations)) or "none"
         raise DeliveryError(f"no destination {destination!r} in notify.destinations (known:"
                             f" {known})", permanent=True)
     url, values = expand(template, environ)
+    if courier is None:
+        with Courier(SEND_TIMEOUT) as own:
+            return send(cfg, destination, title, body, environ, own)
     try:
-        app = _apprise().Apprise()
-        if not app.add(url):
-            raise DeliveryError("apprise cannot use this URL (unknown scheme or malformed"
-                                " token); check it with `apprise -vv URL`", permanent=True)
-        with app.notify(title=title, body=body, timeout=SEND_TIMEOUT) as result:
-            if result:
-                return
-            reasons = [e.message for e in result.logs() if e.level in ("WARNING", "ERROR")]
-            reason = reasons[-1] if reasons else f"apprise status {result.status.name}"
-    except DeliveryError:
-        raise
-    except Exception as exc:  # a plugin bug must not end the flush
-        reason = f"{type(exc).__name__}: {exc}"
-    raise DeliveryError(mask(reason, url, values))
-
-
-def _apprise() -> Any:
-    import apprise
-
-    # apprise (and urllib3 under it, at DEBUG) log through `logging`; a handler configured by
-    # anyone must never print those records: they hold URLs. Failure reasons come from the
-    # call's own capture instead, masked.
-    for name in ("apprise", "urllib3"):
-        logging.getLogger(name).propagate = False
-    return apprise
+        failure = courier.send(url, title, body)
+    except CourierTimeout:
+        raise DeliveryError(f"no answer within {courier.timeout:g} s") from None
+    except Exception as exc:  # starting the child failed (no fork, no memory): try later
+        failure = (f"{type(exc).__name__}: {exc}", False)
+    if failure is not None:
+        reason, permanent = failure
+        raise DeliveryError(mask(reason, url, values), permanent=permanent)
 
 
 # ---------------------------------------------------------------- heartbeat

@@ -10,6 +10,11 @@ Retries are ours, not the SDK's (`max_retries=0` on the client): transient answe
 starting at `claude.retry_backoff`, honouring `retry-after` up to 60 s, but never past the
 caller's deadline. The SDK's own loop would honour any `retry-after` (hours) and ignores deadlines.
 
+Every request has a wall-clock deadline, `claude.timeout` or what is left of the caller's,
+whichever is sooner: httpx's timeouts are per read, so deadline.py shuts the request's sockets
+down when it passes (issue 22). A call cut by the caller's deadline raises ClaudeTimeout, and a
+`run_as: claude` run is then recorded `timeout` at its `timeout`.
+
 Also here, because self-heal and comments share them: owner-only files and JSON-line audit logs
 (prompt templates are in templates.py).
 """
@@ -27,6 +32,7 @@ from typing import Any
 
 from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.private_files import make_private_dirs, write_private
+from ..core.units import format_duration
 from ..settings.claude import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported
 from ..settings.claude import ClaudeConfig as ClaudeConfig
 from ..settings.claude import parse_claude_config as parse_claude_config
@@ -58,6 +64,10 @@ class ClaudeUnavailable(ClaudeError):
     """No call can be made (no key); nothing was sent."""
 
 
+class ClaudeTimeout(ClaudeError):
+    """The caller's deadline passed before Claude answered."""
+
+
 @dataclass(slots=True)
 class Usage:
     input_tokens: int = 0
@@ -81,6 +91,7 @@ class ClaudeSession:
     usage: Usage = field(default_factory=Usage)
     _client: Any = None
     _sdk: Any = None
+    _watch: Any = None  # deadline.SocketDeadline of this session's client
 
     def __enter__(self) -> ClaudeSession:
         key = api_key(self.environ)
@@ -88,10 +99,15 @@ class ClaudeSession:
             raise ClaudeUnavailable(f"{NO_KEY}: set ANTHROPIC_API_KEY to use Claude")
         import anthropic  # lazy: anthropic (~300 ms), only the moment a call is about to be made
 
+        from .deadline import SocketDeadline  # lazy: threading, with anthropic
+
         self._sdk = anthropic
+        self._watch = SocketDeadline()
         base_url = (self.environ.get("ANTHROPIC_BASE_URL") or "").strip() or DEFAULT_BASE_URL
+        http = anthropic.DefaultHttpxClient(event_hooks={"request": [self._watch.on_request]})
         self._client = anthropic.Anthropic(
-            api_key=key, base_url=base_url, max_retries=0, timeout=self.cfg.timeout
+            api_key=key, base_url=base_url, max_retries=0, timeout=self.cfg.timeout,
+            http_client=http,
         )
         return self
 
@@ -109,19 +125,25 @@ class ClaudeSession:
         while True:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0.5:
-                raise ClaudeError("the deadline passed before Claude answered")
+                raise ClaudeTimeout("the deadline passed before Claude answered")
             tries += 1
+            limit = min(self.cfg.timeout, remaining)
             try:
-                message = self._client.messages.create(
-                    timeout=min(self.cfg.timeout, remaining), **kwargs
-                )
+                with self._watch.armed(limit):  # the whole request, not each read
+                    message = self._client.messages.create(timeout=limit, **kwargs)
             except sdk.APIStatusError as exc:
                 status = exc.status_code
                 transient = status in _TRANSIENT or status >= 500
                 problem = _describe_status(exc)
                 wait = _retry_after(exc.response.headers)
             except sdk.APIConnectionError as exc:
-                transient, problem, wait = True, _describe_connection(exc, self), None
+                if self._watch.expired or isinstance(exc, sdk.APITimeoutError):
+                    problem = f"the Claude API did not answer within {round(limit, 1):g} s"
+                    if self.deadline - time.monotonic() <= 0.5:
+                        raise ClaudeTimeout(problem) from None
+                else:
+                    problem = _describe_connection(exc, self)
+                transient, wait = True, None
             except (sdk.AnthropicError, ValueError, TypeError) as exc:
                 raise ClaudeError(f"Claude API call failed: {exc}") from exc
             else:
@@ -173,8 +195,6 @@ def _describe_status(exc: Any) -> str:
 
 
 def _describe_connection(exc: Any, session: ClaudeSession) -> str:
-    if isinstance(exc, session._sdk.APITimeoutError):
-        return f"the Claude API did not answer within {session.cfg.timeout:g} s"
     cause = exc.__cause__ or exc
     return f"cannot reach the Claude API at {session._client.base_url}: {cause}"
 
@@ -201,7 +221,7 @@ def run_claude_task(
     cfg = config.claude
     model = task.model or cfg.model
     extra: dict[str, object] = {"input_tokens": 0, "output_tokens": 0, "model": model}
-    text, reason = "", None
+    text, reason, outcome = "", None, Outcome.FAILED
     try:
         session = ClaudeSession(cfg, environ, min(deadline, start + task.timeout))
         with session:
@@ -215,6 +235,9 @@ def run_claude_task(
             reason = f"Claude returned an empty reply (stop_reason {message.stop_reason})"
         else:
             reason = last_line_error(text)
+    except ClaudeTimeout as exc:
+        text = f"[mdcron] {exc}\n"
+        reason, outcome = f"timeout after {format_duration(task.timeout)}", Outcome.TIMEOUT
     except ClaudeError as exc:
         reason = str(exc)
     except Exception as exc:  # a bug of ours or the SDK's must not end the tick
@@ -229,7 +252,7 @@ def run_claude_task(
         log_error = f"[log write failed: {exc}]"
     tail = _tail(output, config.output_tail_bytes)
     return RunResult(
-        Outcome.FAILED if reason else Outcome.SUCCESS,
+        outcome if reason else Outcome.SUCCESS,
         fail_reason=reason,
         duration=time.monotonic() - start,
         output_tail=tail + (f"\n{log_error}" if log_error else ""),

@@ -7,7 +7,9 @@ decision becomes `run`, with the refusal as the reply. The comments are then mar
 the reply and the action, and the decision is appended to logs/comments-audit.log.
 
 Without an API key, or when the API fails, nothing is decided: the task runs and the comments
-stay unread for a later tick. Model misbehaviour never raises.
+stay unread for a later tick. Model misbehaviour never raises. The check has its own wall-clock
+bound, CHECK_BOUND (60 s), or `claude.timeout` × (max_retries + 1) + 5 s when that is less: a
+slow API delays the run by that much at most (issue 22).
 
 Lazy imports: the task-file parser (yaml) loads only when a reply changes a field of the task
 file.
@@ -34,6 +36,7 @@ ACTIONS = ("run", "skip", "pause", "update")
 UPDATABLE = ("schedule", "timeout", "retry", "notify_on", "notify_to", "tags", "title")
 MAX_COMMENT_CHARS = 8000
 UNREAD = "comments left unread: "  # a run decision that read nothing starts so
+CHECK_BOUND = 60.0  # seconds the check may delay a run, retries included
 
 DECIDE_TOOL: dict[str, Any] = {
     "name": "decide",
@@ -101,7 +104,8 @@ def check_comments(
         return CommentDecision("run", f"{UNREAD}{NO_KEY}")
     cfg = config.claude
     if deadline is None:
-        deadline = time.monotonic() + cfg.timeout * (cfg.max_retries + 1) + 5
+        deadline = time.monotonic() + min(CHECK_BOUND,
+                                          cfg.timeout * (cfg.max_retries + 1) + 5)
     try:
         text = task.path.read_text(encoding="utf-8")
         prompt = render_template(config, TEMPLATE, {
