@@ -31,7 +31,6 @@ last tick (read by `doctor`).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import io
 import json
@@ -50,6 +49,7 @@ from ..core.outcome import Outcome
 from ..core.units import format_duration
 from ..run.locks import boot_id, process_matches, process_start_time, read_info
 from ..run.process import kill_process_group
+from ..run.procguard import become_subreaper
 from ..settings.config import Config, ConfigError, load_config
 from ..state.store import StoreError, state_store
 from .main import build_parser
@@ -306,7 +306,7 @@ class Daemon:
         except AlreadyRunning as exc:
             print(f"mdcron: {exc}", file=sys.stderr, flush=True)
             return 2
-        _become_subreaper()
+        become_subreaper()  # orphaned task processes come back to the daemon, to be reaped
         self.log("started", pid=os.getpid(), home=self.home, stop_grace=f"{self.stop_grace:g}s",
                  pid1=os.getpid() == 1)
         try:
@@ -410,16 +410,6 @@ def _minute_text(minute: int) -> str:
 
 def _print_flushed(line: str) -> None:
     print(line, flush=True)
-
-
-def _become_subreaper() -> None:
-    """Orphaned task processes come back to the daemon (to be reaped) even when it is not
-    PID 1. Linux only; elsewhere nothing happens."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
 
 
 def _tick_log_format_args(log_format: str) -> list[str]:
