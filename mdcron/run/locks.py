@@ -245,7 +245,7 @@ def kill_leftovers(info: LockInfo, grace: float) -> list[str]:
     (proctree.py), when it ran since this boot. Returns the processes killed, named."""
     if not info.mark or (info.boot_id is not None and info.boot_id != boot_id()):
         return []
-    from .proctree import sweep
+    from .proctree import sweep  # lazy: only when a run is over; `list` reads holders only
 
     return sweep(info.mark, info.cgroup, info.child_start, grace)
 

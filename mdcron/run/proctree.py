@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import signal
 import time
 from collections.abc import Callable, Iterable
@@ -44,7 +43,7 @@ CMD_SHOWN = 80  # characters of a command line named in a log or an alert
 
 
 def new_mark(run_id: int) -> str:
-    return f"{run_id}.{secrets.token_hex(8)}"
+    return f"{run_id}.{os.urandom(8).hex()}"
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,9 @@ the lock and the units, and the crash reason (hence the alert) names each proces
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.outcome import Outcome
 from ..settings.config import Config
@@ -88,8 +90,6 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
 
 def _relock(lock: TaskLock, wait: bool) -> bool:
     """Take the lock; after a kill, give the dying holders a moment to let it go."""
-    import time
-
     give_up = time.monotonic() + (RELOCK_SECONDS if wait else 0.0)
     while not lock.try_acquire():
         if time.monotonic() >= give_up:
@@ -100,8 +100,6 @@ def _relock(lock: TaskLock, wait: bool) -> bool:
 
 def remove_cgroup_of(info: LockInfo) -> None:
     """A run's cgroup, once empty (a tick killed with -9 never removed it)."""
-    from pathlib import Path
-
     if info.cgroup and info.mark and Path(info.cgroup).name == f"mdcron-{info.mark}":
         remove_cgroup(Path(info.cgroup))
 
