@@ -21,9 +21,9 @@ whoever execs it, so only a process the task itself started can carry a mark the
 besides, a process is taken as the run's only when its uid is the run's and it started no
 earlier than the run's leader. With a cgroup the marks are not even consulted: membership is
 the kernel's record. Without one, a process that both calls setsid() and clears or rewrites
-its environment is found only while its leader lives (by parent links) or the tick lives (it
-reparents to the tick, which kills what is left of its runs); after a tick killed with -9 such
-a process cannot be told from an unrelated one, and it is not touched.
+its environment is found only while its leader lives (by parent links); once the leader is gone
+it cannot be told from an unrelated process (the tick, as subreaper, only reaps it), and it is
+not touched.
 """
 
 from __future__ import annotations
