@@ -408,7 +408,7 @@ class _Run:
         return group_alive(self.pgid) or bool(self._outside())
 
     def _signal(self, sig: int) -> None:
-        _signal_group(self.pgid, sig)
+        # the tree first: once the leader is dead its descendants no longer lead back to it
         if self.tree is not None:
             outside = self._outside()
             for pid in outside - self.escaped.keys():
@@ -417,6 +417,7 @@ class _Run:
                 self.tree.kill_all()
             else:
                 self.tree.signal(sig, outside)
+        _signal_group(self.pgid, sig)
 
     def _terminate(self, now: float, grace: float) -> float:
         self._signal(signal.SIGTERM)

@@ -18,12 +18,12 @@ tick finding the run over) kills all of them, TERM, a grace, then KILL:
 
 A forged mark cannot make the tick kill a bystander: the environment of a process is set by
 whoever execs it, so only a process the task itself started can carry a mark the task chose;
-besides, a process is taken as the run's only when its uid is the run's and it started no
-earlier than the run's leader. With a cgroup the marks are not even consulted: membership is
-the kernel's record. Without one, a process that both calls setsid() and clears or rewrites
-its environment is found only while its leader lives (by parent links); once the leader is gone
-it cannot be told from an unrelated process (the tick, as subreaper, only reaps it), and it is
-not touched.
+besides, a marked process is taken as the run's only when its uid is the run's (the tick's)
+and it started no earlier than the run's leader. With a cgroup the marks are not even
+consulted: membership is the kernel's record. Without one, a process that both calls
+setsid() and clears or rewrites its environment is found only while its leader lives (by
+parent links); once the leader is gone it cannot be told from an unrelated process (the tick,
+as subreaper, only reaps it), and it is not touched.
 """
 
 from __future__ import annotations
@@ -167,6 +167,7 @@ class Tree:
         self.since = since  # the leader's start (clock ticks since boot): nothing older is ours
         self._needle = f"\0{MARK_ENV}={mark}\0".encode()
         self._procs_fd: int | None = None
+        self._seen: dict[int, int] = {}  # pid -> start of every member found: once ours, ours
 
     @classmethod
     def open(cls, run_id: int) -> Tree:
@@ -216,27 +217,31 @@ class Tree:
         return {int(w) for w in text.split() if w.isdigit()}
 
     def members(self) -> set[int]:
-        """Live (not zombie) processes of the run, never this process."""
-        found = self._cgroup_pids()
-        table: dict[int, tuple[bytes, int, int]] = {}
-        for pid in _pids():
-            st = _stat(pid)
-            if st is not None:
-                table[pid] = st
-        if self.cgroup is None:  # with a cgroup, the kernel's record alone decides
-            for pid, (_state, _ppid, start) in table.items():
-                if self.since is not None and start < self.since:
-                    continue
-                if _has_mark(pid, self._needle):
-                    found.add(pid)
-        found |= self._descendants(table)
-        me = os.getpid()
-        return {
-            pid for pid in found
-            if pid != me and pid in table and table[pid][0] not in (b"Z", b"X")
-            and (self.since is None or table[pid][2] >= self.since)
-            and _uid(pid) == self.uid
-        }
+        """Live (not zombie) processes of the run, never this process. A process found once
+        stays found (same pid and start time), even after its parent link is gone."""
+        found = self._cgroup_pids() | self._seen.keys()
+        if self.cgroup is not None and (self.leader is None or not _live(self.leader)):
+            # the kernel's record is complete: no need to read every process on the machine
+            table = {pid: st for pid in found if (st := _stat(pid)) is not None}
+        else:
+            table = {pid: st for pid in _pids() if (st := _stat(pid)) is not None}
+            found |= self._descendants(table)
+            if self.cgroup is None:  # with a cgroup, the kernel's record alone decides
+                found |= {pid for pid, st in table.items() if self._marked(pid, st)}
+        alive = {pid for pid in found if pid in table and self._counts(pid, table[pid])
+                 and self._seen.get(pid, table[pid][2]) == table[pid][2]}
+        self._seen.update((pid, table[pid][2]) for pid in alive)
+        return alive
+
+    def _marked(self, pid: int, st: tuple[bytes, int, int]) -> bool:
+        """Carries the mark; a mark is forgeable, so only a process of the run's uid counts."""
+        return ((self.since is None or st[2] >= self.since) and _has_mark(pid, self._needle)
+                and _uid(pid) == self.uid)
+
+    def _counts(self, pid: int, st: tuple[bytes, int, int]) -> bool:
+        """Alive, not this process, and not older than the run's leader (pid reuse)."""
+        return (pid != os.getpid() and st[0] not in (b"Z", b"X")
+                and (self.since is None or st[2] >= self.since))
 
     def _descendants(self, table: dict[int, tuple[bytes, int, int]]) -> set[int]:
         leader = self.leader

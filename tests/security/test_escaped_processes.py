@@ -138,6 +138,50 @@ def test_setsid_grandchild_dies_when_its_leader_exits(home, write_task, mode):
         kill_quietly(tagged(tag))
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_term_ignoring_grandchild_that_clears_its_environment_dies_at_timeout(home, write_task,
+                                                                             mode):
+    """No mark to find it by (env -i), deaf to TERM, in a new session: found through its parent
+    (the leader lives at the timeout), or its cgroup, and killed after the grace."""
+    env, gc = mode_env(mode), home / "gc.pid"
+    (home / "scheduler.yaml").write_text("timezone: UTC\nkill_grace: 1\n")
+    write_task("deaf", schedule="0 10 * * *", timeout=3, command=(
+        f"setsid env -i sh -c 'trap \"\" TERM; echo $$ > {gc}.tmp; mv {gc}.tmp {gc};"
+        f" exec sleep 301' & sleep 300"))
+    grandchild = None
+    try:
+        assert run_cli(home, "tick", "--now", BEFORE, env=env).returncode == 0
+        out = run_cli(home, "tick", "--now", NOW, env=env)
+        assert statuses(home, "deaf")[0][0] == "timeout", out.stdout + out.stderr
+        grandchild = int(gc.read_text())
+        assert not pid_alive(grandchild), "the grandchild outlived the run"
+        assert held_locks(home) == []
+    finally:
+        if grandchild is not None:
+            kill_quietly([grandchild])
+
+
+def test_with_a_cgroup_a_grandchild_that_clears_its_environment_ends_with_its_leader(
+        home, write_task):
+    """The limit of the mark alone (README): after the leader exits, only the cgroup still
+    knows a setsid'd process without the mark."""
+    env, gc = mode_env("cgroup"), home / "gc.pid"
+    (home / "scheduler.yaml").write_text("timezone: UTC\n")
+    write_task("bare", schedule="0 10 * * *", timeout=120, command=(
+        f"setsid env -i sh -c 'echo $$ > {gc}.tmp; mv {gc}.tmp {gc}; exec sleep 302' &"
+        f" while [ ! -s {gc} ]; do sleep 0.01; done"))
+    grandchild = None
+    try:
+        assert run_cli(home, "tick", "--now", BEFORE, env=env).returncode == 0
+        out = run_cli(home, "tick", "--now", NOW, env=env)
+        assert statuses(home, "bare")[0][0] == "success", out.stdout + out.stderr
+        grandchild = int(gc.read_text())
+        assert not pid_alive(grandchild), "the grandchild outlived the run"
+    finally:
+        if grandchild is not None:
+            kill_quietly([grandchild])
+
+
 def killed_tick_scenario(home: Path, write_task, env: dict[str, str], tag: str,
                          notify: str = ""):
     """A tick killed with -9 while `hold` (uses: gpu) runs, whose grandchild called setsid;
