@@ -47,7 +47,13 @@ from pathlib import Path
 
 from ..core.outcome import Outcome
 from ..core.units import format_duration
-from ..run.locks import boot_id, process_matches, process_start_time, read_info
+from ..run.locks import (
+    boot_id,
+    kill_leftovers,
+    process_matches,
+    process_start_time,
+    read_info,
+)
 from ..run.process import kill_process_group
 from ..run.procguard import become_subreaper
 from ..settings.config import Config, ConfigError, load_config
@@ -385,6 +391,8 @@ class Daemon:
             if process_matches(info.pgid, info.child_start, info.boot_id):
                 kill_process_group(info.pgid, self.kill_grace)  # type: ignore[arg-type]
                 self.log("task killed", task=info.task_id, pgid=info.pgid)
+            for named in kill_leftovers(info, self.kill_grace):  # issue 21: what left the group
+                self.log("task process killed", task=info.task_id, process=named)
         self.reap()
         self._record_crashed(config, pids)
 
