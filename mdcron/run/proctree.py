@@ -140,6 +140,16 @@ def describe(pids: Iterable[int]) -> list[str]:
     return [f"pid {pid} ({command_of(pid)})" for pid in sorted(pids)]
 
 
+def _joined(pid: int, cgroup: Path) -> bool:
+    """Whether the process is in that cgroup; True when it is already gone (no evidence)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return True
+    own = next((line[3:] for line in lines if line.startswith("0::")), "")
+    return own.rstrip("/").endswith("/" + cgroup.name)
+
+
 def _live(pid: int) -> bool:
     st = _stat(pid)
     return st is not None and st[0] not in (b"Z", b"X")
@@ -196,16 +206,27 @@ class Tree:
         if fd is None:
             return None
 
-        def join() -> None:
-            with contextlib.suppress(OSError):
+        def join() -> None:  # runs between fork and exec: nothing but one system call
+            try:
                 os.write(fd, b"0")
+            except OSError:
+                pass  # started() sees it and falls back on the mark
 
         return join
 
     def started(self, pid: int) -> None:
+        """The leader runs (exec done): note it, and check that it joined the cgroup; if it
+        could not (a cgroup tree that refuses it), the mark and parent links take over."""
         self.leader = pid
         st = _stat(pid)
         self.since = st[2] if st else None
+        if self.cgroup is not None and not _joined(pid, self.cgroup):
+            if self._procs_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._procs_fd)
+                self._procs_fd = None
+            remove_cgroup(self.cgroup)
+            self.cgroup = None
 
     def _cgroup_pids(self) -> set[int]:
         if self.cgroup is None:
