@@ -39,6 +39,7 @@ from pathlib import Path
 MARK_ENV = "MDCRON_RUN"
 CGROUP_SWITCH = "MDCRON_CGROUP"  # "off": no cgroups, the mark and parent links only
 KILL_SETTLE = 1.0  # how long to wait for processes to vanish after SIGKILL
+PRUNE_AGE = 60.0  # seconds: an empty run cgroup this old belongs to no starting run
 CMD_SHOWN = 80  # characters of a command line named in a log or an alert
 
 
@@ -186,6 +187,7 @@ class Tree:
         tree = cls(mark, None)
         base = cgroup_base()
         if base is not None:
+            _prune(base)
             path = base / f"mdcron-{mark}"
             try:
                 path.mkdir(mode=0o755)
@@ -316,6 +318,25 @@ class Tree:
                 os.close(self._procs_fd)
             self._procs_fd = None
         remove_cgroup(self.cgroup)
+
+
+def _prune(base: Path) -> None:
+    """Empty run cgroups older than a minute (a tick killed with -9 whose run nobody recovered:
+    its home deleted, its database lost) go. A young one may be a run about to start; a run
+    whose cgroup went falls back on its mark (Tree.started)."""
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith("mdcron-") and e.is_dir()]
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        try:
+            if now - entry.stat().st_mtime < PRUNE_AGE:
+                continue
+            if "populated 0" in Path(entry.path, "cgroup.events").read_text():
+                os.rmdir(entry.path)
+        except OSError:
+            continue
 
 
 def remove_cgroup(path: Path | None) -> None:
