@@ -40,6 +40,7 @@ MAX_LINE = 64 * 1024  # the last stdout line (the JSON envelope) is kept up to t
 CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
 DRAIN_LIMIT = 2.0  # how long output may keep flowing after the leader exits or the group dies
 KILL_SETTLE = 1.0  # how long to wait for a group to vanish after SIGKILL
+TRACK_EVERY = 1.0  # without a cgroup: how often the run's tree is looked at while it runs
 POLL = 0.05  # how often the leader's exit and the group's liveness are checked
 
 
@@ -428,8 +429,12 @@ class _Run:
         kill_at: float | None = None  # set once TERM was sent
         killed = group_done = False
         end_at = math.inf  # hard stop for draining
+        look_at = 0.0  # without a cgroup: when to note the leader's descendants next
         while True:
             now = time.monotonic()
+            if self.tree is not None and self.tree.cgroup is None and now >= look_at:
+                self.tree.members()  # once found, a process stays the run's (proctree.py)
+                look_at = now + TRACK_EVERY
             if self.rc is None:
                 self.rc = self.proc.poll()
                 if self.rc is not None and kill_at is None:  # the leader exited by itself

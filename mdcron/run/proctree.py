@@ -12,18 +12,19 @@ tick finding the run over) kills all of them, TERM, a grace, then KILL:
 - a mark every descendant inherits: `MDCRON_RUN=<run id>.<64 random bits>` in the environment,
   found again in /proc/<pid>/environ. The random part is written only to the run's lock record
   (0600), so a task of another user cannot name another run's mark;
-- while the leader lives, its descendants through /proc/<pid>/stat parent links. The tick
-  (cli.main) is a child subreaper, so orphans come back to it instead of to PID 1 and are
-  reaped.
+- while the leader lives, its descendants through /proc/<pid>/stat parent links (without a
+  cgroup, process.py looks each second); a process found once stays found (pid and start
+  time). The tick (cli.main) is a child subreaper, so orphans come back to it instead of to
+  PID 1 and are reaped.
 
 A forged mark cannot make the tick kill a bystander: the environment of a process is set by
 whoever execs it, so only a process the task itself started can carry a mark the task chose;
 besides, a marked process is taken as the run's only when its uid is the run's (the tick's)
 and it started no earlier than the run's leader. With a cgroup the marks are not even
 consulted: membership is the kernel's record. Without one, a process that both calls
-setsid() and clears or rewrites its environment is found only while its leader lives (by
-parent links); once the leader is gone it cannot be told from an unrelated process (the tick,
-as subreaper, only reaps it), and it is not touched.
+setsid() and clears or rewrites its environment is found only if seen while its leader lived
+(by parent links); one orphaned between two looks cannot be told from an unrelated process
+(the tick, as subreaper, only reaps it), and it is not touched.
 """
 
 from __future__ import annotations
