@@ -31,7 +31,6 @@ last tick (read by `doctor`).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import io
 import json
@@ -48,8 +47,15 @@ from pathlib import Path
 
 from ..core.outcome import Outcome
 from ..core.units import format_duration
-from ..run.locks import boot_id, process_matches, process_start_time, read_info
+from ..run.locks import (
+    boot_id,
+    kill_leftovers,
+    process_matches,
+    process_start_time,
+    read_info,
+)
 from ..run.process import kill_process_group
+from ..run.procguard import become_subreaper
 from ..settings.config import Config, ConfigError, load_config
 from ..state.store import StoreError, state_store
 from .main import build_parser
@@ -306,7 +312,7 @@ class Daemon:
         except AlreadyRunning as exc:
             print(f"mdcron: {exc}", file=sys.stderr, flush=True)
             return 2
-        _become_subreaper()
+        become_subreaper()  # orphaned task processes come back to the daemon, to be reaped
         self.log("started", pid=os.getpid(), home=self.home, stop_grace=f"{self.stop_grace:g}s",
                  pid1=os.getpid() == 1)
         try:
@@ -385,6 +391,8 @@ class Daemon:
             if process_matches(info.pgid, info.child_start, info.boot_id):
                 kill_process_group(info.pgid, self.kill_grace)  # type: ignore[arg-type]
                 self.log("task killed", task=info.task_id, pgid=info.pgid)
+            for named in kill_leftovers(info, self.kill_grace):  # issue 21: what left the group
+                self.log("task process killed", task=info.task_id, process=named)
         self.reap()
         self._record_crashed(config, pids)
 
@@ -410,16 +418,6 @@ def _minute_text(minute: int) -> str:
 
 def _print_flushed(line: str) -> None:
     print(line, flush=True)
-
-
-def _become_subreaper() -> None:
-    """Orphaned task processes come back to the daemon (to be reaped) even when it is not
-    PID 1. Linux only; elsewhere nothing happens."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
 
 
 def _tick_log_format_args(log_format: str) -> list[str]:

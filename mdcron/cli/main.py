@@ -18,7 +18,7 @@ import sys
 import time
 from datetime import datetime
 
-from ..run.procguard import make_undumpable
+from ..run.procguard import become_subreaper, make_undumpable
 from ..state import idle as fastpath
 from .pipes import guard_std_streams
 
@@ -205,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
     fastpath.note_config(config, text)
+    if args.command in ("tick", "run"):  # issue 21: orphaned task processes come back to us
+        become_subreaper()
     if args.command == "validate":
         return handler(config, args, warnings)
     try:

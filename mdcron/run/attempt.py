@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from .locks import (
     read_info,
 )
 from .process import CommandSpec, RunnerError, command_argv, run_command
+from .proctree import Tree
 
 LOCK_SETTLE_SECONDS = 1.0  # how long to wait for a lock whose recorded holder is already gone
 
@@ -41,6 +42,7 @@ class RunContext:
     environ: Mapping[str, str]  # the scheduler's own environment, before secrets are removed
     inherit_fds: tuple[int, ...] = ()  # resource units the task's process holds too (issue 12)
     extra_env: tuple[tuple[str, str], ...] = ()  # set by mdcron, e.g. MDCRON_BUSY_RESOURCES
+    record_units: Callable[[LockInfo], None] | None = None  # the units' records (issue 12)
 
 
 def current_owner() -> Owner:
@@ -106,9 +108,17 @@ def _start(
         claude_config_dir=config.claude_dir,
     )
     env.update(ctx.extra_env)
+    tree = Tree.open(run_id)  # issue 21: setsid leaves the group, not the run's cgroup or mark
+    env.update((tree.env,))
 
     def on_start(pid: int) -> None:
-        lock.write(replace(info, pgid=pid, child_start=process_start_time(pid)))
+        # the lock and the units name the run's tree, so that the next tick can end what a tick
+        # killed with -9 left behind (recovery.py)
+        started = replace(info, pgid=pid, child_start=process_start_time(pid), mark=tree.mark,
+                          cgroup=str(tree.cgroup) if tree.cgroup else None)
+        lock.write(started)
+        if ctx.record_units is not None:
+            ctx.record_units(started)
 
     return run_command(
         CommandSpec(argv=argv, cwd=cwd, env=env, timeout=task.timeout),
@@ -118,4 +128,5 @@ def _start(
         kill_grace=config.kill_grace,
         pass_fds=(lock.fileno(), *ctx.inherit_fds),
         on_start=on_start,
+        tree=tree,
     )

@@ -36,6 +36,8 @@ class LockInfo:
     child_start: int | None
     started_at: float  # Unix seconds, in the tick's (possibly injected) time
     deadline: float  # when the holder itself would have given up
+    mark: str | None = None  # the run's MDCRON_RUN mark, once it started (proctree.py)
+    cgroup: str | None = None  # the run's own cgroup, when it has one (proctree.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -196,9 +198,21 @@ def holder_alive(info: LockInfo | None) -> bool:
     """Is the recorded holder (the tick or its task's process group leader) still running?"""
     if info is None:
         return False
-    return process_matches(info.tick_pid, info.tick_start, info.boot_id) or process_matches(
+    return _running(info.tick_pid, info.tick_start, info.boot_id) or _running(
         info.pgid, info.child_start, info.boot_id
     )
+
+
+def _running(pid: int | None, start: int | None, boot: str | None) -> bool:
+    """The recorded process, and not a zombie: an orphan's zombie lingers where PID 1 does not
+    reap, holding no file or lock (issue 21: a run whose leader is a zombie is over)."""
+    if not process_matches(pid, start, boot):
+        return False
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True  # matched through kill(0): it exists
+    return raw[raw.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 def is_stale(info: LockInfo, now: float) -> bool:
@@ -215,12 +229,25 @@ def kill_holder(info: LockInfo, grace: float) -> list[str]:
     if info.pgid and process_matches(info.pgid, info.child_start, info.boot_id):
         kill_process_group(info.pgid, grace)
         done.append(f"killed task process group {info.pgid}")
+    killed = kill_leftovers(info, grace)  # what left the group (setsid)
+    if killed:
+        done.append(f"killed what left its group: {', '.join(killed)}")
     if info.tick_pid != os.getpid() and process_matches(
         info.tick_pid, info.tick_start, info.boot_id
     ):
         kill_process_group_or_pid(info.tick_pid, grace)
         done.append(f"killed hung tick {info.tick_pid}")
     return done
+
+
+def kill_leftovers(info: LockInfo, grace: float) -> list[str]:
+    """Issue 21: end what is left of the recorded run, through its cgroup and its mark
+    (proctree.py), when it ran since this boot. Returns the processes killed, named."""
+    if not info.mark or (info.boot_id is not None and info.boot_id != boot_id()):
+        return []
+    from .proctree import sweep  # lazy: only when a run is over; `list` reads holders only
+
+    return sweep(info.mark, info.cgroup, info.child_start, grace)
 
 
 def kill_process_group_or_pid(pid: int, grace: float) -> None:

@@ -33,12 +33,14 @@ from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.private_files import make_private_dirs
 from ..core.units import format_duration
 from ..tasks.task import Task
+from .proctree import Tree, describe
 
 READ_CHUNK = 64 * 1024
 MAX_LINE = 64 * 1024  # the last stdout line (the JSON envelope) is kept up to this size
 CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
 DRAIN_LIMIT = 2.0  # how long output may keep flowing after the leader exits or the group dies
 KILL_SETTLE = 1.0  # how long to wait for a group to vanish after SIGKILL
+TRACK_EVERY = 1.0  # without a cgroup: how often the run's tree is looked at while it runs
 POLL = 0.05  # how often the leader's exit and the group's liveness are checked
 
 
@@ -117,6 +119,13 @@ def group_alive(pgid: int) -> bool:
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
             return True
     return False
+
+
+def _in_group(pid: int, pgid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pgid
+    except OSError:
+        return False
 
 
 def _wait_gone(pgid: int, seconds: float) -> bool:
@@ -313,11 +322,13 @@ def run_command(
     kill_grace: float = 5.0,
     pass_fds: Sequence[int] = (),
     on_start: Callable[[int], None] | None = None,
+    tree: Tree | None = None,
 ) -> RunResult:
     """Run spec.argv in its own session and process group; see the module docstring.
 
     on_start(pid) is called once the process runs (pid == its process group id). If on_start
-    raises, the group is killed and the exception propagates; nothing else raises."""
+    raises, the group is killed and the exception propagates; nothing else raises. With a
+    `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
     start = time.monotonic()
     out = _Output(log_path, max_log_bytes, tail_bytes)
     try:
@@ -331,8 +342,11 @@ def run_command(
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             close_fds=True,
+            preexec_fn=tree.preexec() if tree is not None else None,
         )
     except OSError as exc:
+        if tree is not None:
+            tree.close()
         reason = _start_failure(exc, spec)
         out.note(f"[mdcron] {reason}")
         out.finish()
@@ -344,7 +358,9 @@ def run_command(
             log_path=log_path if out.opened else None,
             log_truncated=out.error is not None,
         )
-    run = _Run(proc, spec, out, kill_grace, start)
+    if tree is not None:
+        tree.started(proc.pid)
+    run = _Run(proc, spec, out, kill_grace, start, tree)
     try:
         if on_start is not None:
             on_start(proc.pid)
@@ -361,8 +377,10 @@ class _Run:
     """The loop of one started process: read, watch the clock, end the group."""
 
     def __init__(self, proc: subprocess.Popen, spec: CommandSpec, out: _Output,
-                 kill_grace: float, start: float):
+                 kill_grace: float, start: float, tree: Tree | None = None):
         self.proc = proc
+        self.tree = tree
+        self.escaped: dict[int, str] = {}  # processes outside the group that were ended, named
         self.pgid = proc.pid
         self.spec = spec
         self.out = out
@@ -378,22 +396,50 @@ class _Run:
         self.sel.register(proc.stdout, selectors.EVENT_READ, True)
         self.sel.register(proc.stderr, selectors.EVENT_READ, False)
 
+    def _outside(self) -> set[int]:
+        """Live processes of the run's tree that are not in its group (setsid, setpgid)."""
+        if self.tree is None:
+            return set()
+        members = self.tree.members()
+        if not members:
+            return members
+        return {pid for pid in members if not _in_group(pid, self.pgid)}
+
+    def _alive(self) -> bool:
+        return group_alive(self.pgid) or bool(self._outside())
+
+    def _signal(self, sig: int) -> None:
+        # the tree first: once the leader is dead its descendants no longer lead back to it
+        if self.tree is not None:
+            outside = self._outside()
+            for pid in outside - self.escaped.keys():
+                self.escaped[pid] = describe([pid])[0]
+            if sig == signal.SIGKILL:
+                self.tree.kill_all()
+            else:
+                self.tree.signal(sig, outside)
+        _signal_group(self.pgid, sig)
+
     def _terminate(self, now: float, grace: float) -> float:
-        _signal_group(self.pgid, signal.SIGTERM)
-        _signal_group(self.pgid, signal.SIGCONT)
+        self._signal(signal.SIGTERM)
+        self._signal(signal.SIGCONT)
         return now + grace
 
     def loop(self) -> None:
         kill_at: float | None = None  # set once TERM was sent
         killed = group_done = False
         end_at = math.inf  # hard stop for draining
+        look_at = 0.0  # without a cgroup: when to note the leader's descendants next
         while True:
             now = time.monotonic()
+            if self.tree is not None and self.tree.cgroup is None and now >= look_at:
+                self.tree.members()  # once found, a process stays the run's (proctree.py)
+                look_at = now + TRACK_EVERY
             if self.rc is None:
                 self.rc = self.proc.poll()
                 if self.rc is not None and kill_at is None:  # the leader exited by itself
                     end_at = min(end_at, now + DRAIN_LIMIT)
-                    if group_alive(self.pgid):
+                    if self._alive():
                         self.leftovers = True
                         kill_at = self._terminate(now, min(self.kill_grace, CLEANUP_GRACE))
                     else:
@@ -403,11 +449,11 @@ class _Run:
                 kill_at = self._terminate(now, self.kill_grace)
                 end_at = kill_at + KILL_SETTLE + DRAIN_LIMIT
             if kill_at is not None and not group_done and self.rc is not None:
-                group_done = not group_alive(self.pgid)
+                group_done = not self._alive()
                 if group_done:
                     end_at = min(end_at, now + DRAIN_LIMIT)
             if kill_at is not None and not killed and not group_done and now >= kill_at:
-                _signal_group(self.pgid, signal.SIGKILL)
+                self._signal(signal.SIGKILL)
                 killed = self.sent_kill = True
                 end_at = min(end_at, now + KILL_SETTLE + DRAIN_LIMIT)
             if self.rc is not None and group_done and not self.sel.get_map():
@@ -450,12 +496,19 @@ class _Run:
                 self.rc = self.proc.wait(timeout=KILL_SETTLE + DRAIN_LIMIT)
             except subprocess.TimeoutExpired:
                 pass
+        if self.tree is not None:  # whatever outlived the loop (draining cut short, an error)
+            for pid, named in self.tree.end(0.0).items():
+                self.escaped.setdefault(pid, named)
+            self.tree.close()
 
     def result(self, log_path: Path | None) -> RunResult:
         out, rc = self.out, self.rc
         if self.leftovers:
             out.note("[mdcron] processes left running in the task's group after it exited "
                      "were terminated")
+        if self.escaped:
+            out.note("[mdcron] processes that left the task's process group were ended with "
+                     f"the run: {'; '.join(self.escaped.values())}")
         if self.timed_out:  # the run's own log says why it stopped mid-sentence
             grace = format_duration(self.kill_grace)
             how = (f"TERM, then KILL after {grace} grace" if self.sent_kill

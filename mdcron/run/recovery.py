@@ -3,16 +3,36 @@
 A row is crashed when the tick that owned it is gone *and* the task's lock is free (no orphaned
 task process is still running). A lock whose live holder is past its deadline + 60 s is stale: its
 process group is killed and the run recorded as a timeout.
+
+Issue 21: a run whose tick and leader are both gone is over, whatever else still holds its lock
+or its `uses:` units (a grandchild that called setsid inherits their descriptors). What is left of
+it, found through the cgroup and mark its lock record names (proctree.py), is killed, which frees
+the lock and the units, and the crash reason (hence the alert) names each process killed.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..core.outcome import Outcome
 from ..settings.config import Config
 from ..state.store import Store
-from .locks import LockInfo, TaskLock, is_stale, kill_holder, lock_path, process_matches, read_info
+from .locks import (
+    LockInfo,
+    TaskLock,
+    holder_alive,
+    is_stale,
+    kill_holder,
+    kill_leftovers,
+    lock_path,
+    process_matches,
+    read_info,
+)
+from .proctree import remove_cgroup
+
+RELOCK_SECONDS = 1.0  # how long a lock may take to come free once its last holder was killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +67,41 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
             continue
         if owner_alive:
             continue  # its tick is still working on it (or between claim and lock)
+        ours = info is not None and info.run_id == run_id
+        over = ours and not holder_alive(info)  # its leader is gone too (or never started)
+        killed = kill_leftovers(info, config.kill_grace) if over and info is not None else []
         lock = TaskLock(path)
-        if not lock.try_acquire():  # the task outlived its tick and is still within its time
+        if not _relock(lock, wait=bool(killed)):  # the task outlived its tick, within its time
             if store.url:  # issue 11: its lease lives on as the flock does (hosts/lease.py)
                 store.extend_lease(task_id, config.lease_seconds)
             continue
         try:
+            if ours and info is not None:
+                remove_cgroup_of(info)
             reason, ended_at, unobserved = crash_reason(row, info, run_id)
+            if killed:
+                reason += f"; still running after it, killed: {', '.join(killed)}"
             if store.end_running(run_id, Outcome.CRASHED, reason, now, ended_at, unobserved):
                 found.append(Recovered(task_id, run_id, Outcome.CRASHED, reason))
         finally:
             lock.release()
     return found
+
+
+def _relock(lock: TaskLock, wait: bool) -> bool:
+    """Take the lock; after a kill, give the dying holders a moment to let it go."""
+    give_up = time.monotonic() + (RELOCK_SECONDS if wait else 0.0)
+    while not lock.try_acquire():
+        if time.monotonic() >= give_up:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def remove_cgroup_of(info: LockInfo) -> None:
+    """A run's cgroup, once empty (a tick killed with -9 never removed it)."""
+    if info.cgroup and info.mark and Path(info.cgroup).name == f"mdcron-{info.mark}":
+        remove_cgroup(Path(info.cgroup))
 
 
 def crash_reason(row: dict, info: LockInfo | None, run_id: int) -> tuple[str, float | None, bool]:

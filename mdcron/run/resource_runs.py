@@ -118,7 +118,8 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
                 task_id=task.id, run_id=run_id, tick_pid=owner.pid, tick_start=owner.start,
                 boot_id=owner.boot, pgid=None, child_start=None, started_at=now,
                 deadline=now + task.timeout))
-            run_ctx = replace(ctx, inherit_fds=held.fds(), extra_env=busy_env(held))
+            run_ctx = replace(ctx, inherit_fds=held.fds(), extra_env=busy_env(held),
+                              record_units=held.write)
             try:
                 outcome = execute_claimed(run_ctx, store, task, run_id, healer)
             except Exception as exc:
