@@ -42,18 +42,15 @@ from typing import TYPE_CHECKING
 
 from ..core.private_files import make_private_dirs, write_private
 from ..settings.config import Config
-from ..tasks.frontmatter_edit import frontmatter_text, write_atomic
+from ..tasks.frontmatter_edit import write_atomic
 from ..tasks.paths import PathError, script_path
 from ..tasks.task import Task
 from ..tasks.taskfile import parse_task_text
+from .task_keys import HEAL_KEYS, changed_keys
 
 if TYPE_CHECKING:
     from .journal import HealJournal
 
-# The frontmatter keys a heal may change: a job that got slower may need a longer `timeout`
-# (the ladder's deadline still bounds the rerun), and `title`/`tags` are words for people. Every
-# other key decides what runs, when, where, as whom, who hears of it or what a heal may touch.
-HEAL_KEYS = ("timeout", "title", "tags")
 FORBIDDEN_TOP = frozenset({"mdcron", "prompts", "state", "logs", ".git", ".venv"})
 FORBIDDEN_FILES = frozenset({"scheduler.py", "scheduler.yaml"})
 READ_LIMIT = 32 * 1024  # characters of a file returned by read_file
@@ -394,63 +391,6 @@ class Sandbox:
                     pass
             elif _read(real) != before:
                 atomic_write_bytes(real, before)
-
-
-_MISSING = object()
-
-
-def changed_keys(before: str, after: str) -> list[str] | None:
-    """Pure: the frontmatter keys whose value differs between two texts of a task file (added,
-    removed or changed; compared as YAML values, so a comment or quoting change is no change).
-    None when `after` has no readable frontmatter (validating it says why)."""
-    new = _mapping(after)
-    if new is None:
-        return None
-    old = _mapping(before) or {}  # an unreadable "before": every key counts as changed
-    keys = [*old, *(k for k in new if k not in old)]
-    return [str(k) for k in keys if _canon(old.get(k, _MISSING)) != _canon(new.get(k, _MISSING))]
-
-
-def _mapping(text: str) -> dict | None:
-    import frontmatter  # lazy: python-frontmatter + yaml, only when a heal edits a task file
-
-    try:
-        data = frontmatter.YAMLHandler().load(frontmatter_text(text)[0])
-    except Exception:  # EditError (no frontmatter), YAMLError, absurd numbers
-        return None
-    if data is None:
-        return {}
-    return data if isinstance(data, dict) else None
-
-
-CANON_NODES = 10_000  # a value bigger than this (an alias bomb?) counts as changed
-
-
-class _TooBig(Exception):
-    pass
-
-
-def _canon(value: object) -> str:
-    """Equal values of equal types compare equal (`1` is not `true`, `"60"` is not `60`).
-    Bounded: YAML aliases can make a small text a huge value."""
-    if value is _MISSING:
-        return "(absent)"
-    budget = [CANON_NODES]
-
-    def walk(v: object) -> object:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise _TooBig
-        if isinstance(v, dict):
-            return ["map", sorted(([repr(k), walk(x)] for k, x in v.items()), key=repr)]
-        if isinstance(v, (list, tuple)):
-            return ["seq", [walk(x) for x in v]]
-        return [type(v).__name__, repr(v)]
-
-    try:
-        return json.dumps(walk(value))
-    except (_TooBig, RecursionError):
-        return f"(too big to compare: {id(value)})"  # never equal to the other side
 
 
 def _read(path: Path) -> bytes | None:
