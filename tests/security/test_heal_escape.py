@@ -348,3 +348,66 @@ def test_a_killed_heal_whose_file_was_edited_since_is_left_and_revertible(tmp_pa
     assert forced.returncode == 0, forced.stderr
     assert script.read_text() == BROKEN
 
+
+
+def _heal_in_a_process_that_dies(home: Path, *, recorded: bool) -> None:
+    """A process writes the journal and the script as a heal does, maybe records the heal's
+    row (then dies before removing the journal), and exits: its journal is left behind."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(SCHEDULER.parent)!r})
+from mdcron.core.private_files import write_private
+from mdcron.selfheal.journal import HealJournal
+from mdcron.selfheal.tools import sha256
+from mdcron.settings.config import load_config
+from mdcron.state.store import Store
+from pathlib import Path
+config, _ = load_config(Path({str(home)!r}))
+script = config.home / "scripts" / "job.sh"
+backup_dir = config.logs_dir / "heal-backups" / "job" / "20261123T100000Z-1"
+before = script.read_bytes()
+write_private(backup_dir / "scripts" / "job.sh", before)
+journal = HealJournal.begin(config, "job", config.tasks_dir / "job.md", 5, 1, {NOW!r},
+                            backup_dir)
+journal.intend("scripts/job.sh", before, backup_dir / "scripts" / "job.sh",
+               sha256({HEALED!r}.encode()))
+script.write_text({HEALED!r})
+if {recorded!r}:
+    with Store(config.db_path) as store:
+        store.add_heal("job", 5, 1, {NOW!r}, "fixed", "", str(backup_dir), "changed")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_journal_whose_heal_was_recorded_is_only_closed(tmp_path):
+    home, _ = make_home(tmp_path)
+    run_cli(home, "tick", "--now", BEFORE)
+    _heal_in_a_process_that_dies(home, recorded=True)
+    run_cli(home, "tick", "--now", LATER)
+    assert (home / "scripts" / "job.sh").read_text() == HEALED  # the heal had finished
+    assert [h["outcome"] for h in heals(home)] == ["changed"]
+    assert not list((home / "logs" / "heal-journal").glob("*.json"))
+
+
+def test_a_journal_of_a_process_that_died_is_rolled_back_without_a_run_row(tmp_path):
+    home, _ = make_home(tmp_path)
+    run_cli(home, "tick", "--now", BEFORE)
+    _heal_in_a_process_that_dies(home, recorded=False)
+    said = run_cli(home, "tick", "--now", LATER)
+    assert (home / "scripts" / "job.sh").read_text() == BROKEN
+    [row] = heals(home)
+    assert row["outcome"] == "rolled_back" and row["run_id"] == 5
+    assert "rolled back scripts/job.sh" in said.stdout + said.stderr  # the tick's log says it
+
+
+def test_an_unreadable_journal_is_set_aside_and_said(tmp_path):
+    home, _ = make_home(tmp_path)
+    folder = home / "logs" / "heal-journal"
+    folder.mkdir(parents=True)
+    (folder / "job--x.json").write_text("{not json")
+    said = run_cli(home, "tick", "--now", LATER)
+    assert "cannot be read" in said.stdout + said.stderr
+    assert (folder / "job--x.json.unreadable").exists()
+    assert "cannot be read" not in run_cli(home, "tick", "--now", LATER).stdout  # said once
