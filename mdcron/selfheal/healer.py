@@ -5,7 +5,8 @@ model may read, list and edit files through the tools of selfheal/tools.py (whos
 what it may touch), and ends with `finish(diagnosis)`. Bounds: `claude.max_tool_calls` tool calls
 (past it every call is refused and the model is made to finish), `claude.max_heal_bytes` written,
 and the ladder's deadline. A heal that does not finish (deadline, API error, the limit ignored)
-has its changes rolled back. Every heal is a row in `heals` and a line in
+has its changes rolled back; one killed half-way is rolled back by the next tick from its
+journal (journal.py, unfinished.py). Every heal is a row in `heals` and a line in
 logs/self-heal-audit.log; changed files are backed up first, so `revert_heal` can undo the last.
 
 Budgets: at most `max_heals_per_tick` heals per healer instance (it lives for one tick) and
