@@ -216,7 +216,7 @@ def test_protected_keys_and_invalid_edits_are_refused(setup, fake_claude):
                  new="timeout: 60\nenabled: false"),
         tool_use("replace_in_file", path="tasks/job.md", old="timeout: 60",
                  new="timeout: 60\nsecrets: [ANTHROPIC_API_KEY]"),
-        tool_use("replace_in_file", path="tasks/job.md", old='"0 3 * * *"', new='"0 3 * *"'),
+        tool_use("replace_in_file", path="tasks/job.md", old="timeout: 60", new="timeout: soon"),
         tool_use("write_file", path=str(task_file), content="no frontmatter\n"),
         tool_use("replace_in_file", path="tasks/job.md", old="ti", new="x"),
     )
@@ -232,7 +232,7 @@ def test_protected_keys_and_invalid_edits_are_refused(setup, fake_claude):
     assert "id may not be changed" in reasons[1]
     assert "enabled may not be changed" in reasons[2]
     assert "secrets may not be changed" in reasons[3]
-    assert "would not validate" in reasons[4] and "schedule" in reasons[4]
+    assert "would not validate" in reasons[4] and "timeout" in reasons[4]
     assert "would not validate" in reasons[5]
     assert "occurs 2 times" in reasons[6]
     assert [r["reason"] for r in audit(config)[0]["refused"]] == reasons

@@ -10,6 +10,14 @@ from typing import Protocol
 from ..core.outcome import RunResult
 from ..tasks.task import Task
 
+# Heals under way keep a journal here (in logs/, out of the model's reach; selfheal/journal.py):
+# the tick looks in it first and, only when something is left behind, loads self-heal to undo it.
+JOURNAL_DIR = "heal-journal"
+
+
+def journal_dir(logs_dir: Path) -> Path:
+    return logs_dir / JOURNAL_DIR
+
 
 @dataclass(frozen=True, slots=True)
 class HealRecord:
@@ -31,7 +39,7 @@ class Healer(Protocol):
 
     def heal(
         self,
-        task: Task,
+        task: Task,  # as loaded when the ladder started, for every heal of the ladder
         *,
         attempt: int,  # 1 for the first heal, 2 for the second
         failure: RunResult,  # the failure being healed
@@ -39,5 +47,7 @@ class Healer(Protocol):
         deadline: float,  # monotonic time by which the heal must return
         run_id: int,
     ) -> HealRecord:
-        """Diagnose and (maybe) fix the task's files. Must not raise for the task's fault."""
+        """Diagnose and (maybe) fix the task's files. Must not raise for the task's fault.
+        What the heal may write is decided from `task`, never from what an earlier heal left
+        in the file: one heal cannot prepare the next."""
         ...

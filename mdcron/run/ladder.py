@@ -142,7 +142,7 @@ def climb(
         else:  # HEAL
             attempt += 1
             record = _heal(ctx, store, out, healer, attempt, result, deadline, scheduled_for,
-                           trigger)
+                           trigger, origin=task)
             if record.outcome != "changed":
                 continue  # nothing to rerun; the ladder decides again with one more heal
             out.task = reload_task(out.task, config)
@@ -187,8 +187,10 @@ def heal_note(task: Task, final: RunResult, heals: int, heal_reason: str | None,
 
 def _heal(
     ctx: RunContext, store: Store, out: LadderOutcome, healer: Healer | None, attempt: int,
-    failure: RunResult, deadline: float, scheduled_for: float, trigger: str,
+    failure: RunResult, deadline: float, scheduled_for: float, trigger: str, *, origin: Task,
 ) -> HealRecord:
+    """One heal. The healer gets `origin`, the task as the ladder loaded it: what a heal may
+    write is decided from it, so heal 2 cannot inherit a scope heal 1 wrote into the file."""
     assert healer is not None
     heal_id = store.start_run(
         out.task.id, scheduled_for=scheduled_for, trigger=trigger, attempt=attempt, kind="heal",
@@ -197,7 +199,7 @@ def _heal(
     started = time.monotonic()
     previous = out.heals[-1] if out.heals else None
     try:
-        record = healer.heal(out.task, attempt=len(out.heals) + 1, failure=failure,
+        record = healer.heal(origin, attempt=len(out.heals) + 1, failure=failure,
                              previous=previous, deadline=deadline, run_id=heal_id)
     except Exception as exc:  # a healer bug must not end the ladder
         record = HealRecord(outcome="error", diagnosis=f"healer error: {exc!r}")

@@ -12,13 +12,15 @@ the lock and the units, and the crash reason (hence the alert) names each proces
 
 from __future__ import annotations
 
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core.outcome import Outcome
 from ..settings.config import Config
 from ..state.store import Store
+from .heal_protocol import journal_dir
 from .locks import (
     LockInfo,
     TaskLock,
@@ -115,3 +117,23 @@ def crash_reason(row: dict, info: LockInfo | None, run_id: int) -> tuple[str, fl
         return f"{died}; the task never started", float(row["started_at"]), False
     return (f"{died}; the task (process group {info.pgid}) ended unobserved, so no duration"
             " is recorded", None, True)
+
+
+def recover_heals(config: Config, store: Store, now: float,
+                  recovered: list[Recovered]) -> tuple[list[Recovered], list[str]]:
+    """Heals a dead process left half-done (a journal in logs/heal-journal/), settled by
+    selfheal/unfinished.py: rolled back, or left as found and said. What was done joins the
+    reason of the heal's crashed row, so its crash alert says it; lines about the others (their
+    row already ended, or the database is new) come back for the tick's log."""
+    try:
+        if not any(n.endswith(".json") for n in os.listdir(journal_dir(config.logs_dir))):
+            return recovered, []
+    except OSError:  # no journal folder: no heal was ever cut off (the usual tick)
+        return recovered, []
+    # lazy: self-heal (and its Claude client) loads only with a journal left behind
+    from ..selfheal.unfinished import settle_unfinished
+
+    notes = {s.run_id: s for s in settle_unfinished(config, store, now) if s.outcome != "closed"}
+    out = [replace(r, reason=f"{r.reason}; {notes.pop(r.run_id).note}")
+           if r.run_id in notes else r for r in recovered]
+    return out, [f"{s.task_id}: heal run {s.run_id}: {s.note}" for s in notes.values()]

@@ -30,7 +30,7 @@ from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .heal_protocol import Healer
 from .ladder import LadderOutcome
-from .recovery import Recovered, recover
+from .recovery import Recovered, recover, recover_heals
 
 if TYPE_CHECKING:
     from ..schedule.cache import View
@@ -146,6 +146,9 @@ def run_tick(
         with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
             report.problems_changed = _problems_changed(mine, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
+        report.recovered, heal_lines = recover_heals(config, store, now, report.recovered)
+        for line in heal_lines:
+            say(line)
         shared_tick.after_recovery(store, config, say)
         for r in report.recovered:  # before this tick's own runs: the log reads in event order
             say(f"{r.task_id}: run {r.run_id} marked {r.status.value}: {r.reason}")

@@ -5,7 +5,8 @@ model may read, list and edit files through the tools of selfheal/tools.py (whos
 what it may touch), and ends with `finish(diagnosis)`. Bounds: `claude.max_tool_calls` tool calls
 (past it every call is refused and the model is made to finish), `claude.max_heal_bytes` written,
 and the ladder's deadline. A heal that does not finish (deadline, API error, the limit ignored)
-has its changes rolled back. Every heal is a row in `heals` and a line in
+has its changes rolled back; one killed half-way is rolled back by the next tick from its
+journal (journal.py, unfinished.py). Every heal is a row in `heals` and a line in
 logs/self-heal-audit.log; changed files are backed up first, so `revert_heal` can undo the last.
 
 Budgets: at most `max_heals_per_tick` heals per healer instance (it lives for one tick) and
@@ -33,6 +34,7 @@ from ..run.heal_protocol import HealRecord
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.task import Task
+from .journal import HealJournal
 from .tools import ECHO_LIMIT, MANIFEST, TOOLS, Refused, Sandbox, atomic_write_bytes, sha256
 
 TEMPLATE = "self-heal.txt"
@@ -107,9 +109,13 @@ class ClaudeHealer:
             self._audit(task, run_id, attempt, record, started, None)
             return record
         sandbox: Sandbox | None = None
+        backup_dir = self._backup_dir(task, attempt, started)
+        # a heal killed half-way is settled by the next tick from this (selfheal/unfinished.py)
+        journal = HealJournal.begin(self.config, task.id, task.path, run_id, attempt, started,
+                                    backup_dir)
         try:
-            sandbox = Sandbox(self.config, task, self._backup_dir(task, attempt, started),
-                              self.cfg.max_heal_bytes)
+            sandbox = Sandbox(self.config, task, backup_dir, self.cfg.max_heal_bytes,
+                              journal=journal)
             record = self._converse(task, attempt, failure, previous, deadline, sandbox)
         except Exception as exc:  # a bug of ours: undo, report, never raise into the ladder
             if sandbox is not None:
@@ -121,6 +127,10 @@ class ClaudeHealer:
         except Exception as exc:  # the database may be busy or broken; the audit still says it
             record.extra["record_error"] = repr(exc)
         self._audit(task, run_id, attempt, record, started, sandbox)
+        try:
+            journal.close()  # recorded: the next tick has nothing of this heal to settle
+        except OSError as exc:  # left behind, it is closed then (the row is found)
+            record.extra["journal_error"] = str(exc)
         return record
 
     # -- one heal ----------------------------------------------------------------------------------
@@ -378,7 +388,7 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
     heal (someone edited it; `force` overwrites)."""
     applied = store.last_applied_heal(task_id)
     if applied is None:
-        raise RevertError(f"{task_id} has no applied heal to revert")
+        raise RevertError(f"{task_id} has no applied heal to revert{_why_none(store, task_id)}")
     heal_id, backup = applied.id, Path(applied.backup_dir)
     if not backup.exists():
         raise RevertError(f"the backup of heal {heal_id} ({backup}) is gone: heal backups are"
@@ -422,3 +432,12 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
         "restored": [str(t.relative_to(home)) for t, _ in plan], "forced": force,
     })
     return [t for t, _ in plan]
+
+
+def _why_none(store: Store, task_id: str) -> str:
+    """'; heal 4 was cut off and the next tick rolled it back' when that is the latest."""
+    latest = store.heal_history(task_id, 1)
+    if latest and latest[0].get("outcome") == "rolled_back":
+        return (f"; heal {latest[0]['id']} was cut off before it finished and the next tick "
+                "rolled its changes back")
+    return ""

@@ -14,8 +14,15 @@ land inside the home folder. Then:
   credentials), the Claude config folder, `scheduler.yaml` (tokens, ${VAR} references), `.env*`
   files, `.git/` (remote URLs may hold tokens) and `logs/` other than this task's own run logs
   (other tasks' output may hold their secrets). Whatever is read is sent to the API.
-- The task file may be edited, but it must still validate (`parse_task_text`) and keep its
-  protected keys (PROTECTED); otherwise the edit is refused and the file is not touched.
+- The task file may be edited, but only its prose and the frontmatter keys of HEAL_KEYS; a
+  change to any other key (added, removed or changed; unknown keys too) is refused ("refused:
+  heal tried to change `command`") and the file is not touched. The keys that decide what runs,
+  where, when and as whom stay the person's. The edited file must still validate.
+- The writable set is decided from the task as it was when the ladder started (the ladder hands
+  every heal that same Task), so one heal cannot widen the next one's; it never holds a file in
+  tasks/ other than the task's own, whatever the task's command or heal_paths say.
+- Before the first byte of a file changes, its backup and the heal's intent are on disk
+  (selfheal/journal.py): a heal killed half-way is rolled back by the next tick.
 - A heal writes at most `max_heal_bytes` bytes in all; every file is backed up, with its
   relative path, under `logs/heal-backups/<id>/<UTC time>/` before its first change.
 
@@ -31,6 +38,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.private_files import make_private_dirs, write_private
 from ..settings.config import Config
@@ -38,9 +46,11 @@ from ..tasks.frontmatter_edit import write_atomic
 from ..tasks.paths import PathError, script_path
 from ..tasks.task import Task
 from ..tasks.taskfile import parse_task_text
+from .task_keys import HEAL_KEYS, changed_keys
 
-PROTECTED = ("id", "enabled", "disabled_reason", "self_heal", "notify_on", "notify_to",
-             "heal_paths", "secrets", "claude_config")
+if TYPE_CHECKING:
+    from .journal import HealJournal
+
 FORBIDDEN_TOP = frozenset({"mdcron", "prompts", "state", "logs", ".git", ".venv"})
 FORBIDDEN_FILES = frozenset({"scheduler.py", "scheduler.yaml"})
 READ_LIMIT = 32 * 1024  # characters of a file returned by read_file
@@ -129,6 +139,7 @@ class Sandbox:
     originals: dict[Path, bytes | None] = field(default_factory=dict)  # real path -> before
     written: int = 0
     notes: list[str] = field(default_factory=list)  # heal_paths entries that were ignored
+    journal: HealJournal | None = None  # told before each write (selfheal/journal.py)
 
     def __post_init__(self) -> None:
         self.home = Path(os.path.realpath(self.config.home))
@@ -217,13 +228,13 @@ class Sandbox:
         if forbidden:
             raise Refused(f"cannot write {path!r} ({rel}): the scheduler's own code, config, "
                           "prompts, state and logs are never changed by self-heal")
-        if real == self.task_file or real in self.extra_writable:
+        if real == self.task_file:
             return real
         tasks_dir = Path(os.path.realpath(self.config.tasks_dir))
-        if real.is_relative_to(tasks_dir):
+        if real.is_relative_to(tasks_dir):  # even when the command or heal_paths name it
             raise Refused(f"cannot write {path!r}: it is another task's file (or in tasks/); "
                           f"only {self.rel(self.task_file)} may be edited")
-        if any(regex.match(rel) for _, regex in self.patterns):
+        if real in self.extra_writable or any(regex.match(rel) for _, regex in self.patterns):
             return real
         raise Refused(f"cannot write {path!r} ({rel}): self-heal may write only "
                       f"{self.writable_summary()} (the task file and its heal_paths)")
@@ -297,23 +308,29 @@ class Sandbox:
         if real == self.task_file:
             self._check_task_text(text)
         self._backup(real)
+        if self.journal is not None:  # on disk before the first byte of the file changes
+            self.journal.intend(self.rel(real), self.originals[real], self._backup_of(real),
+                                sha256(data))
         write_atomic(real, text)
         self.written += len(data)
 
     def _check_task_text(self, text: str) -> None:
+        before = self.originals.get(self.task_file)
+        if before is None:
+            before = self.task_file.read_bytes()
+        changed = changed_keys(before.decode("utf-8", errors="replace"), text)
+        refused = [k for k in changed or () if k not in HEAL_KEYS]
+        if refused:
+            keys = ", ".join(f"`{k}`" for k in refused)
+            raise Refused(
+                f"refused: heal tried to change {keys}: {', '.join(refused)} may not be changed "
+                f"by self-heal (it may change the task's prose and {', '.join(HEAL_KEYS)} only); "
+                "the file was not written")
         new, problems = parse_task_text(text, self.task.path, self.config)
         if new is None:
             errors = "; ".join(str(p) for p in problems if p.severity == "error")
             raise Refused(f"the edited task file would not validate, so it was not written: "
                           f"{errors}")
-        before = self.originals.get(self.task_file) or self.task_file.read_bytes()
-        old, _ = parse_task_text(before.decode("utf-8", errors="replace"), self.task.path,
-                                 self.config)
-        old = old or self.task
-        changed = [k for k in PROTECTED if getattr(new, k) != getattr(old, k)]
-        if changed:
-            raise Refused(f"the task file's {', '.join(changed)} may not be changed by self-heal "
-                          f"(protected: {', '.join(PROTECTED)}); the file was not written")
 
     def _backup(self, real: Path) -> None:
         if real in self.originals:
@@ -324,8 +341,11 @@ class Sandbox:
         except FileNotFoundError:
             before = None
         if before is not None:
-            write_private(self.backup_dir / self.rel(real), before)
+            write_private(self._backup_of(real), before)
         self.originals[real] = before
+
+    def _backup_of(self, real: Path) -> Path:
+        return self.backup_dir / self.rel(real)
 
     # -- the outcome ---------------------------------------------------------------------------
 

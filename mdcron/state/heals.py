@@ -38,12 +38,23 @@ class HealsTable(Tables):
                           (task_id, limit))
 
     def last_applied_heal(self, task_id: str) -> AppliedHeal | None:
-        """The newest heal that changed files and kept a backup (what `revert` undoes)."""
+        """The newest heal that changed files and kept a backup (what `revert` undoes): a
+        finished one (`changed`), or one cut off whose files the next tick could not all put
+        back (`interrupted`, selfheal/unfinished.py)."""
         row = self.connect().execute(
-            "SELECT id, backup_dir FROM heals WHERE task_id = ? AND outcome = 'changed'"
+            "SELECT id, backup_dir FROM heals WHERE task_id = ?"
+            " AND outcome IN ('changed', 'interrupted')"
             " AND backup_dir IS NOT NULL ORDER BY id DESC LIMIT 1", (task_id,)
         ).fetchone()
         return AppliedHeal._make(row) if row else None
+
+    def heal_for_run(self, task_id: str, run_id: int, created_at: float) -> int | None:
+        """The row a heal wrote when it ended (its journal outlived it: selfheal/unfinished)."""
+        row = self.connect().execute(
+            "SELECT id FROM heals WHERE task_id = ? AND run_id = ? AND created_at = ?"
+            " ORDER BY id LIMIT 1", (task_id, run_id, created_at)
+        ).fetchone()
+        return int(row[0]) if row else None
 
     def mark_reverted(self, heal_id: int) -> None:
         with self.write() as db:
