@@ -40,7 +40,7 @@ from ..tasks.task import Task
 from ..tasks.taskfile import parse_task_text
 
 PROTECTED = ("id", "enabled", "disabled_reason", "self_heal", "notify_on", "notify_to",
-             "heal_paths", "secrets", "claude_config")
+             "heal_paths", "secrets", "claude_config", "user", "group")
 FORBIDDEN_TOP = frozenset({"mdcron", "prompts", "state", "logs", ".git", ".venv"})
 FORBIDDEN_FILES = frozenset({"scheduler.py", "scheduler.yaml"})
 READ_LIMIT = 32 * 1024  # characters of a file returned by read_file
