@@ -336,3 +336,36 @@ def test_doctor_warns_about_tasks_that_run_as_root(accounts, open_home):
     assert f"warn task users: {config} is readable by other users" in said, said
     config.chmod(0o600)
     assert "ok   task users" in run_cli(home, "doctor").stdout
+
+
+# --- the lock the task inherits ---------------------------------------------------------------
+
+FORGE = r"""#!/bin/bash
+for f in /proc/self/fd/*; do
+  n=${f##*/}
+  [ "$n" -gt 2 ] || continue
+  case "$(readlink "$f")" in *.lock) ;; *) continue ;; esac
+  if (printf '{"pgid": 1}' >&"$n") 2>/dev/null; then echo "WROTE $n $(readlink "$f")"
+  else echo "denied $n"; fi
+done
+echo checked
+"""
+
+
+@as_root
+def test_a_task_of_another_user_cannot_rewrite_its_lock(accounts, open_home):
+    """The task inherits its lock (and resource units) so that the lock outlives a killed
+    tick. Whoever can write the lock file's record (pgid, tick pid, deadline) can make the next
+    root tick kill any process group as "stale": the task gets a read-only descriptor."""
+    home, user = open_home, accounts.user()
+    (home / "scheduler.yaml").write_text("resources: {gpu: 1}\n")
+    script = home / "forge.sh"  # bash: dash cannot name a descriptor above 9
+    script.write_text(FORGE)
+    script.chmod(0o755)
+    write(home, "forge", user=user.pw_name, uses=["gpu"], run_as="script", command="./forge.sh")
+    run_cli(home, "tick", "--now", BEFORE)
+    run_cli(home, "tick", "--now", NOW)
+    said = run_log(home, "forge")
+    assert "checked" in said and "WROTE" not in said, said
+    assert said.count("denied") >= 2, said  # the task lock and the unit, both read-only
+    assert runs(home)["forge"]["status"] == "success"
