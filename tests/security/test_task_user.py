@@ -221,6 +221,9 @@ def test_the_task_runs_as_its_user_with_its_groups_and_home(accounts, open_home)
     write(home, "default", command=SHOW)  # the config's run_user
     write(home, "private", user=user.pw_name, cwd="closed", command="true")
     (home / "closed").mkdir(mode=0o700)
+    write(home, "deep", user=user.pw_name, cwd="shut/inner", command="true")
+    (home / "shut" / "inner").mkdir(parents=True)
+    (home / "shut").chmod(0o700)
     run_cli(home, "tick", "--now", BEFORE)
     done = run_cli(home, "tick", "--now", NOW)
 
@@ -240,6 +243,12 @@ def test_the_task_runs_as_its_user_with_its_groups_and_home(accounts, open_home)
     assert runs(home)["private"]["status"] == "failed", done.stdout + done.stderr
     assert f"user {user.pw_name} cannot read and enter the working folder {home / 'closed'}" \
         in reason and "mode 0700" in reason, reason
+    reason = runs(home)["deep"]["error"]
+    assert reason == (
+        f"cannot start: user {user.pw_name} cannot reach the working folder"
+        f" {home / 'shut' / 'inner'}: {home / 'shut'} is closed to it (mode 0700, owner root);"
+        f" give it search permission (e.g. chmod o+x {home / 'shut'}), or use a folder it can"
+        " reach"), reason
 
 
 # --- a tick that is not root --------------------------------------------------------------------
