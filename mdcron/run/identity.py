@@ -90,8 +90,10 @@ def run_account(task: Task, config: Config, tick: TickIds) -> RunAccount:
     if account.uid == tick.uid and account.gid == tick.gid:
         return RunAccount(account, None)
     if tick.uid != 0:
-        what = (f"user {account.name}" if account.uid != tick.uid
-                else f"group {group} (gid {account.gid})")
+        what = f"user {account.name}"
+        if account.uid == tick.uid:  # only the group differs
+            what = f"group {group or account.gid} (gid {account.gid})"
+            source = "group:" if task.group is not None else source
         raise IdentityError(f"cannot switch to {what}: the tick runs as uid {tick.uid} (not "
                             f"root); run the tick as root or remove {source}")
     return RunAccount(account, Switch(account.uid, account.gid, account.groups))

@@ -275,6 +275,8 @@ def test_a_tick_that_is_not_root_refuses_another_user_and_runs_its_own(accounts,
     nobody = pwd.getpwuid(65534).pw_name
     write(home, "other", user=user.pw_name, command="echo ran")
     write(home, "own", user=nobody, command='echo "ran as $(id -u) $USER"')
+    other_group = accounts.group()
+    write(home, "regroup", user=nobody, group=other_group.gr_name, command="true")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
 
     def tick(now: str) -> subprocess.CompletedProcess:
@@ -290,6 +292,9 @@ def test_a_tick_that_is_not_root_refuses_another_user_and_runs_its_own(accounts,
     assert found["other"]["error"] == (
         f"cannot switch to user {user.pw_name}: the tick runs as uid 65534 (not root); run the"
         " tick as root or remove user:")
+    assert found["regroup"]["error"] == (
+        f"cannot switch to group {other_group.gr_name} (gid {other_group.gr_gid}): the tick runs"
+        " as uid 65534 (not root); run the tick as root or remove group:")
     assert found["own"]["status"] == "success"
     assert f"ran as 65534 {nobody}" in run_log(home, "own")
 
