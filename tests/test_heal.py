@@ -443,3 +443,20 @@ def test_the_healer_reads_the_ticks_clock(setup, fake_claude):
     with Store(config.db_path) as store:
         [(created,)] = store.connect().execute("SELECT created_at FROM heals")
     assert NOW <= created < NOW + 60
+
+
+def test_self_heal_may_not_change_who_the_task_runs_as(setup, fake_claude):  # issue 21
+    config, home, _ = setup()
+    task_file = home / "tasks" / "job.md"
+    before = task_file.read_bytes()
+    fake_claude.tools(
+        tool_use("replace_in_file", path="tasks/job.md", old="timeout: 60",
+                 new="timeout: 60\nuser: root"),
+        tool_use("replace_in_file", path="tasks/job.md", old="timeout: 60",
+                 new="timeout: 60\ngroup: root"),
+    )
+    fake_claude.tools(tool_use("finish", diagnosis="tried"))
+    heal(config, fake_claude.environ, load(config))
+    assert task_file.read_bytes() == before
+    reasons = [r["content"] for r in fake_claude.tool_results(1)]
+    assert "user may not be changed" in reasons[0] and "group may not be" in reasons[1], reasons

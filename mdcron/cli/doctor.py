@@ -203,6 +203,7 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
+        checks.append(_task_users(config))
         checks += _prompts(config)
     return checks
 
@@ -547,6 +548,28 @@ def _tasks(config: Config) -> Check:
         return Check("task files", "warn", f"{len(tasks)} valid, {len(errors)} with errors"
                      f" (skipped): {errors[0]}", "`scheduler.py validate` lists every problem")
     return Check("task files", "ok", f"{len(tasks)} valid task(s)")
+
+
+def _task_users(config: Config) -> Check:
+    """Tasks running as root only because the tick does (issue 21), and a scheduler.yaml
+    that the other users tasks run as could read."""
+    from ..run.identity import implicit_root, other_users
+    from ..schedule.cache import load_task_set
+
+    tasks = load_task_set(config).tasks
+    rooted = implicit_root(tasks, config, os.geteuid())
+    if rooted:
+        shown = ", ".join(rooted[:5]) + (f" and {len(rooted) - 5} more" if len(rooted) > 5 else "")
+        return Check("task users", "warn", f"{len(rooted)} task(s) run as root ({shown}): they"
+                     " can read every secret of this host (scheduler.yaml, state/, the crontab,"
+                     " the tick's environment)", "set run_user: in scheduler.yaml, or user: in"
+                     " each task (README, 'Environment and secrets'); user: root to keep it")
+    path = config.path
+    if path is not None and not _private(path) and other_users(tasks, config,
+                                                               path.stat().st_uid):
+        return Check("task users", "warn", f"{path} is readable by other users, so by tasks"
+                     " that run as another user (it may hold tokens)", f"chmod 600 {path}")
+    return Check("task users", "ok", "no task runs as root by default")
 
 
 def print_checks(checks: Sequence[Check]) -> None:

@@ -19,6 +19,7 @@ from ..state.store import Owner, Store
 from ..tasks.paths import PathError, task_cwd
 from ..tasks.task import Task
 from .environment import task_environment
+from .identity import IdentityError, RunAccount, TickIds, access_problem, run_account
 from .locks import (
     LockInfo,
     TaskLock,
@@ -103,25 +104,32 @@ def _start(
         argv = command_argv(task, cwd)
     except (PathError, RunnerError) as exc:
         return RunResult(Outcome.FAILED, fail_reason=str(exc))
+    try:
+        who = _account_for(task, config, cwd, argv)
+    except IdentityError as exc:
+        return RunResult(Outcome.FAILED, fail_reason=str(exc))
     env = task_environment(
         ctx.environ, task, secret_names=config.secret_names(), run_id=run_id, attempt=attempt,
         claude_config_dir=config.claude_dir,
+        account=who.account.env() if who.account is not None else None,
     )
     env.update(ctx.extra_env)
-    tree = Tree.open(run_id)  # issue 21: setsid leaves the group, not the run's cgroup or mark
+    # issue 21: setsid leaves the group, not the run's cgroup or mark
+    tree = Tree.open(run_id, who.switch.uid if who.switch is not None else None)
     env.update((tree.env,))
 
     def on_start(pid: int) -> None:
         # the lock and the units name the run's tree, so that the next tick can end what a tick
         # killed with -9 left behind (recovery.py)
         started = replace(info, pgid=pid, child_start=process_start_time(pid), mark=tree.mark,
-                          cgroup=str(tree.cgroup) if tree.cgroup else None)
+                          cgroup=str(tree.cgroup) if tree.cgroup else None,
+                          uid=None if who.switch is None else who.switch.uid)
         lock.write(started)
         if ctx.record_units is not None:
             ctx.record_units(started)
 
     return run_command(
-        CommandSpec(argv=argv, cwd=cwd, env=env, timeout=task.timeout),
+        CommandSpec(argv=argv, cwd=cwd, env=env, timeout=task.timeout, switch=who.switch),
         log_path=log_path,
         max_log_bytes=config.log_max_bytes,
         tail_bytes=config.output_tail_bytes,
@@ -130,3 +138,18 @@ def _start(
         on_start=on_start,
         tree=tree,
     )
+
+
+def _account_for(task: Task, config: Config, cwd: Path, argv: list[str]) -> RunAccount:
+    """The account the task runs as (issue 21), once it may use its folder and script: the
+    child enters the folder before it drops root, so the check must come first."""
+    who = run_account(task, config, TickIds.current())
+    if who.switch is None or who.account is None:
+        return who
+    problem = access_problem(cwd, who.account, what="the working folder",
+                             need=os.R_OK | os.X_OK)
+    if problem is None and task.run_as == "script":
+        problem = access_problem(Path(argv[0]), who.account, what="the script", need=os.X_OK)
+    if problem is not None:
+        raise IdentityError(f"cannot start: {problem}")
+    return who

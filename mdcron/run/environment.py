@@ -29,6 +29,7 @@ def task_environment(
     run_id: int,
     attempt: int,
     claude_config_dir: Path,
+    account: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment for one run of a task.
 
@@ -36,9 +37,11 @@ def task_environment(
     the task names in ``secrets``, then the task's ``env`` taken literally (no ${VAR} expansion,
     so a task file cannot pull a secret in by reference), then MDCRON_TASK_ID, MDCRON_RUN_ID,
     MDCRON_ATTEMPT and MDCRON_NOTIFY_DEST, then CLAUDE_CONFIG_DIR (the task's ``claude_config``
-    or the scheduler's folder). Task env keys starting with MDCRON_ are ignored."""
+    or the scheduler's folder). Task env keys starting with MDCRON_ are ignored. ``account``
+    (HOME, USER, LOGNAME of a task's `user:`) comes before the task's ``env``, as in a crontab."""
     asked = set(task.secrets)
     env = {k: v for k, v in base.items() if k in asked or not is_secret(k, secret_names)}
+    env.update(account or {})
     for key, value in task.env.items():
         if not str(key).startswith(RESERVED_PREFIX):
             env[str(key)] = str(value)

@@ -38,6 +38,7 @@ class LockInfo:
     deadline: float  # when the holder itself would have given up
     mark: str | None = None  # the run's MDCRON_RUN mark, once it started (proctree.py)
     cgroup: str | None = None  # the run's own cgroup, when it has one (proctree.py)
+    uid: int | None = None  # the uid the task runs as (`user:`), when not the tick's
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -134,11 +135,17 @@ def _unlock(fh: IO[str]) -> None:
 
 
 class TaskLock:
-    """One task's lock file. try_acquire never blocks."""
+    """One task's lock file. try_acquire never blocks.
+
+    The lock is held on a read-only descriptor, the one a task inherits (fileno): a task that
+    runs as another user (issue 21) must not rewrite the record (pgid, tick pid, deadline) that
+    a later root tick trusts to kill a stale holder. The record goes through a second,
+    write-only descriptor that stays in the tick."""
 
     def __init__(self, path: Path):
         self.path = path
         self._fh: IO[str] | None = None
+        self._writer: int | None = None
 
     @property
     def held(self) -> bool:
@@ -151,21 +158,25 @@ class TaskLock:
 
     def try_acquire(self) -> bool:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        fh = os.fdopen(fd, "r+", encoding="utf-8")
+        writer = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            fh = open(self.path, encoding="utf-8")  # noqa: SIM115 (held until release)
+        except OSError:
+            os.close(writer)
+            raise
         if not _lock(fh):
             fh.close()
+            os.close(writer)
             return False
-        self._fh = fh
+        self._fh, self._writer = fh, writer
         return True
 
     def write(self, info: LockInfo) -> None:
-        if self._fh is None:
+        if self._writer is None:
             raise RuntimeError("lock not held")
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(info.to_json())
-        self._fh.flush()
+        data = info.to_json().encode("utf-8")
+        os.ftruncate(self._writer, 0)
+        os.pwrite(self._writer, data, 0)
 
     def release(self) -> None:
         """Clear the holder record, then unlock. The descriptor may live on in a task's
@@ -174,16 +185,17 @@ class TaskLock:
         if self._fh is None:
             return
         try:
-            self._fh.seek(0)
-            self._fh.truncate()
-            self._fh.flush()
+            if self._writer is not None:
+                os.ftruncate(self._writer, 0)
         except OSError:
             pass
         try:
             _unlock(self._fh)
         finally:
             self._fh.close()
-            self._fh = None
+            if self._writer is not None:
+                os.close(self._writer)
+            self._fh = self._writer = None
 
 
 def read_info(path: Path) -> LockInfo | None:
@@ -247,7 +259,7 @@ def kill_leftovers(info: LockInfo, grace: float) -> list[str]:
         return []
     from .proctree import sweep  # lazy: only when a run is over; `list` reads holders only
 
-    return sweep(info.mark, info.cgroup, info.child_start, grace)
+    return sweep(info.mark, info.cgroup, info.child_start, grace, info.uid)
 
 
 def kill_process_group_or_pid(pid: int, grace: float) -> None:

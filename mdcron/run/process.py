@@ -33,6 +33,7 @@ from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.private_files import make_private_dirs
 from ..core.units import format_duration
 from ..tasks.task import Task
+from .identity import Switch
 from .proctree import Tree, describe
 
 READ_CHUNK = 64 * 1024
@@ -54,6 +55,7 @@ class CommandSpec:
     cwd: Path
     env: dict[str, str]
     timeout: float  # seconds
+    switch: Switch | None = None  # issue 21: the account the child becomes (identity.py)
 
 
 def command_argv(task: Task, cwd: Path) -> list[str]:
@@ -306,6 +308,14 @@ def _start_failure(exc: OSError, spec: CommandSpec) -> str:
     return f"cannot start {program!r}: {reason}{hint}"
 
 
+def _account_args(switch: Switch | None) -> dict[str, object]:
+    """Popen's user=, group=, extra_groups=: in the child, setgroups, setregid, setreuid, in
+    that order, before exec (cronie's order: initgroups, setgid, setuid)."""
+    if switch is None:
+        return {}
+    return {"user": switch.uid, "group": switch.gid, "extra_groups": list(switch.groups)}
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -343,6 +353,7 @@ def run_command(
             pass_fds=tuple(pass_fds),
             close_fds=True,
             preexec_fn=tree.preexec() if tree is not None else None,
+            **_account_args(spec.switch),
         )
     except OSError as exc:
         if tree is not None:

@@ -182,10 +182,11 @@ class Tree:
         self._seen: dict[int, int] = {}  # pid -> start of every member found: once ours, ours
 
     @classmethod
-    def open(cls, run_id: int) -> Tree:
-        """A new run's tree: its mark, and its cgroup when one can be made (else the mark)."""
+    def open(cls, run_id: int, uid: int | None = None) -> Tree:
+        """A new run's tree: its mark, and its cgroup when one can be made (else the mark).
+        `uid`: the user the task runs as (`user:`), when not the tick's."""
         mark = new_mark(run_id)
-        tree = cls(mark, None)
+        tree = cls(mark, None, uid=uid)
         base = cgroup_base()
         if base is not None:
             _prune(base)
@@ -355,7 +356,8 @@ def _wait_gone(tree: Tree, seconds: float) -> bool:
     return True
 
 
-def sweep(mark: str | None, cgroup: str | None, since: int | None, grace: float) -> list[str]:
+def sweep(mark: str | None, cgroup: str | None, since: int | None, grace: float,
+          uid: int | None = None) -> list[str]:
     """The next tick's part: kill what is left of a run that is over (its tick and leader are
     gone), found through the cgroup and the mark its lock record names; remove the cgroup.
     Returns the processes killed, named. A cgroup path not named like ours is ignored."""
@@ -364,7 +366,8 @@ def sweep(mark: str | None, cgroup: str | None, since: int | None, grace: float)
     path = Path(cgroup) if cgroup else None
     if path is not None and path.name != f"mdcron-{mark}":
         path = None
-    tree = Tree(mark, path if path is not None and path.is_dir() else None, since=since)
+    tree = Tree(mark, path if path is not None and path.is_dir() else None, uid=uid,
+                since=since)
     named = tree.end(grace)
     remove_cgroup(tree.cgroup)
     return list(named.values())

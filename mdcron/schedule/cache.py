@@ -45,7 +45,8 @@ from ..tasks.task import Task, TaskSet, find_duplicate_ids
 from .observe import observe
 
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
-_PATH_KEYS = frozenset({"cwd", "cwd_policy", "command"})  # problems that may be about paths
+# problems that may be about paths, users or groups: such a file is read again every time
+_PATH_KEYS = frozenset({"cwd", "cwd_policy", "command", "user", "group"})
 EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # no problems
 
 

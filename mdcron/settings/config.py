@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..core.accounts import AccountError, check_group, check_user
 from ..core.envref import ENV_REF
 from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, duration_between, parse_duration, whole_number
@@ -58,6 +59,9 @@ class Config:
     host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
     max_clock_skew: float = 30.0  # seconds a host's clock may be off the database's (issue 11)
     lease_seconds: float = 90.0  # a run's lease across hosts, renewed every third (lease.py)
+    # issue 21: the account shell/script tasks run as when they name none (run/identity.py)
+    run_user: str | None = None
+    run_group: str | None = None
 
     @property
     def heartbeat_url(self) -> str | None:
@@ -127,6 +131,7 @@ _KNOWN = {
     "max_consecutive_failures", "notify", "incident_command", "heartbeat_url", "claude",
     "max_heals_per_tick", "probation", "resources",
     "state_url", "host", "max_clock_skew", "lease_seconds",  # issue 11 (state_url.py)
+    "run_user", "run_group",  # issue 21 (core/accounts.py, run/identity.py)
 }
 
 
@@ -254,6 +259,12 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
             warnings.append(Problem(path, "expected a shell command (a string), e.g."
                                     " incident_command: /usr/local/bin/page-me; ignored",
                                     key="incident_command", severity="warning"))
+    for key, check in (("run_user", check_user), ("run_group", check_group)):
+        if data.get(key) is not None:
+            try:
+                values[key] = check(data[key])
+            except AccountError as exc:
+                err(key, f"{key}: {exc}")
     errors += _state(path, data, values, environ)
     # The notification and Claude sections have their own parsers (cheap, pure modules).
     notify, notify_problems = parse_notify_config(data, path, environ)

@@ -56,6 +56,10 @@ class Task:
     on_busy: str = "wait"  # wait | skip | run, when a resource is at capacity
     busy_wait: float = 300.0  # on_busy: wait, seconds within one tick
     hosts: tuple[str, ...] = ()  # issue 11: host names that may claim it; () = any host
+    # issue 21: the account a shell/script task's process runs as (name or numeric id, as
+    # written); None = the config's run_user / run_group, else the tick's own
+    user: str | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

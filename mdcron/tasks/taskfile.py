@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core.accounts import AccountError, check_group, check_user
 from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
@@ -191,6 +192,16 @@ def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+def _account(check: Callable[[object], str]) -> Callable[[object], str]:
+    def run(value: object) -> str:
+        try:
+            return check(value)
+        except AccountError as exc:
+            raise _Bad(str(exc)) from None
+
+    return run
+
+
 _CHECKS: dict[str, Callable[[object], object]] = {
     "id": _id,
     "title": _text,
@@ -222,6 +233,8 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "on_busy": _choice(task_model.ON_BUSY),
     "busy_wait": lambda v: _seconds(v, "a duration like 30s, 5m"),
     "hosts": lambda v: _hosts(_str_list("hosts: [web1, web2]")(v)),
+    "user": _account(check_user),
+    "group": _account(check_group),
 }
 assert set(_CHECKS) == KNOWN_KEYS
 _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
@@ -549,6 +562,14 @@ def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
             key="prompt",
             line=report.lines.get("run_as"),
         )
+    for key in ("user", "group"):
+        if run_as == "claude" and key in values:
+            report.error(
+                f"{key}: a Claude prompt task runs inside the tick, as the tick's user, so "
+                f"{key}: cannot apply; remove it, or run claude as a shell task "
+                "(run_as: shell, command: claude -p ...) to give it its own user",
+                key=key,
+            )
 
 
 def _check_paths(task: Task, report: _Report, config: Config) -> None:

@@ -32,7 +32,7 @@ def healthy(home: Path, tmp_path: Path, sink) -> dict[str, str]:
     (home / "scheduler.yaml").write_text(
         f"notify:\n  destinations:\n    ops: \"{sink.json_url()}\"\n")
     (home / "tasks" / "t.md").write_text(
-        "---\nid: t\nschedule: '0 6 * * *'\ncommand: 'true'\n---\n")
+        "---\nid: t\nschedule: '0 6 * * *'\ncommand: 'true'\nuser: root\n---\n")  # issue 21
     env = fake_crontab(tmp_path, f"MAILTO=me\n* * * * * cd {home} && {sys.executable}"
                        f" scheduler.py tick >> logs/tick.log 2>&1\n")
     env["ANTHROPIC_API_KEY"] = "sk-ant-doctor-check-123"
