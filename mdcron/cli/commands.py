@@ -24,6 +24,7 @@ from ..core.units import format_duration
 from ..schedule.pause import end_maintenance, maintenance, start_maintenance
 from ..settings.config import Config
 from ..state.store import Store, StoreError, last_tick, state_store
+from ..state.trouble import describe, is_trouble
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
@@ -40,7 +41,9 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say)
     except StoreError:
         raise  # a clear message and exit 2 from main(); the database cannot hold an alert
-    except Exception:
+    except Exception as exc:
+        if is_trouble(exc):  # the file, its disk or its lock, not a bug: main()'s one line
+            raise StoreError(describe(config.db_path, exc)) from None
         import traceback
 
         error = traceback.format_exc()

@@ -108,30 +108,37 @@ def send_now(cfg: NotifyConfig, title: str, body: str,
 
 
 def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
-    """Rate limit through a marker file; True (send) when it cannot be read or written."""
-    marker = state_dir / MARKER
+    """Rate limit through a marker file in state/, or in logs/ when state/ cannot take it (a
+    read-only state folder is one of the emergencies); True (send) when neither can."""
     digest = hashlib.sha256(body.encode()).hexdigest()
-    try:
-        seen = json.loads(marker.read_text(encoding="utf-8"))
-        if not isinstance(seen, dict):
-            seen = {}
-    except (OSError, ValueError):
-        seen = {}
-    last = seen.get(what)
-    if (isinstance(last, dict) and last.get("digest") == digest
-            and 0 <= now - float(last.get("at", 0)) < ALERT_EVERY):
-        return False
-    seen[what] = {"digest": digest, "at": now}
-    try:
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = state_dir / f".{MARKER}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(seen, handle)
-        os.replace(tmp, marker)
-    except OSError:
-        pass
+    folders = (state_dir, state_dir.parent / "logs")
+    for folder in folders:
+        last = _markers(folder).get(what)
+        if (isinstance(last, dict) and last.get("digest") == digest
+                and 0 <= now - float(last.get("at", 0)) < ALERT_EVERY):
+            return False
+    for folder in folders:
+        seen = _markers(folder)
+        seen[what] = {"digest": digest, "at": now}
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = folder / f".{MARKER}.{os.getpid()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(seen, handle)
+            os.replace(tmp, folder / MARKER)
+            break
+        except OSError:
+            continue
     return True
+
+
+def _markers(folder: Path) -> dict:
+    try:
+        seen = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return seen if isinstance(seen, dict) else {}
 
 
 def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping[str, str],
@@ -156,21 +163,28 @@ def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping
 def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
                       now: float) -> list[str]:
     """The state database cannot be used, so nothing runs (and its outbox cannot hold an
-    alert): a forced alert sent directly. Returns lines for stderr. Never raises."""
+    alert): a forced alert sent directly, and the heartbeat told the tick failed. Returns
+    lines for stderr. Never raises."""
+    lines = []
     try:
-        from ..alerts.notify import settings
+        from ..alerts.notify import heartbeat, settings
 
-        body = (f"The tick stopped before running anything: {error}\n"
+        body = (f"The tick stopped: {error}\n"
                 "Run `scheduler.py doctor` for what is wrong and how to recover.")
         cfg = settings(config)
         if not cfg.destinations:
-            return ["no notification destination configured: nobody was alerted"]
-        if not _due(config.state_dir, "store", body, now):
-            return ["alert already sent within the hour"]
-        return send_now(cfg, "mdcron: state database unusable, tasks are not running", body,
-                        environ)
+            lines = ["no notification destination configured: nobody was alerted"]
+        elif not _due(config.state_dir, "store", body, now):
+            lines = ["alert already sent within the hour"]
+        else:
+            lines = send_now(cfg, "mdcron: state database unusable, tasks are not running",
+                             body, environ)
+        failed = heartbeat(config, True, environ)
+        if failed:
+            lines.append(failed)
     except Exception as exc:
-        return [f"could not send the database alert: {type(exc).__name__}"]
+        lines.append(f"could not send the database alert: {type(exc).__name__}")
+    return lines
 
 
 # --------------------------------------------------------------------- doctor

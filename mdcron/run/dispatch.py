@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.outcome import Outcome, RunResult
-from ..state.store import Store, state_store
+from ..state.store import Store, StoreError, state_store
+from ..state.trouble import is_trouble
 from ..tasks.task import Task
 from .attempt import RunContext
 from .escalation_policy import Step
@@ -57,7 +58,11 @@ def run_all(
                     outcome = execute_claimed(ctx, store, task, run_id, healer)
                     if unread_note:  # why the comments were not read, on the run's row
                         store.add_note(run_id, unread_note)
+            except StoreError:
+                raise  # the database refused: the tick stops with one line (its result spooled)
             except Exception as exc:  # one task's failure never ends the tick
+                if is_trouble(exc):
+                    raise
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
