@@ -377,21 +377,29 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     runs: list[dict] = []
     heals: list[dict] = []
     state = None
+    hold = None
     if config.state_exists:
+        from ..schedule.held import held
+
         with state_store(config) as store:
             runs = store.history(10, task.id)
             state = store.task_state(task.id)
+            hold = held(store).get(task.id)  # issue 22: a suspension its file could not take
             from ..selfheal.healer import heal_history
 
             heals = heal_history(store, task.id, 3)
     fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
     if args.json:
-        print_json({"task": fields, "state": asdict(state) if state else None,
+        print_json({"task": fields, "state": asdict(state) if state else None, "held": hold,
                     "runs": [_history_json(r) for r in runs], "heals": heals})
         return OK
     for key, value in fields.items():
         if value not in (None, "", (), [], {}):
             print(f"{key:16} {value}")
+    if hold is not None:
+        from ..schedule.held import describe
+
+        print(f"{'suspended':16} {describe(hold, task.id)}")
     if state:
         print(f"{'failures':16} {state.consecutive_failures} in a row")
     if runs:

@@ -33,7 +33,7 @@ from ..core.envref import ENV_REF
 from ..core.problems import Problem
 from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
 from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
-from ..state.meta import read_meta, schema_and_integrity
+from ..state.meta import read_meta, read_prefixed, schema_and_integrity
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -215,6 +215,7 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
+        checks += _held(home)
         checks += _prompts(config)
     return checks
 
@@ -550,7 +551,13 @@ def _tasks(config: Config) -> Check:
 
     found = load_task_set(config)
     tasks, duplicates = found.tasks, found.duplicates
-    errors = [p for p in found.problems if p.severity == "error"]
+    problems = list(found.problems)
+    if any(t.after for t in tasks):  # issue 22: a chain whose upstream is gone stops
+        from ..schedule.chains import check_graph
+
+        problems += check_graph(tasks, {t.id: t.enabled for t in tasks},
+                                {t.id: t.path for t in tasks})[0]
+    errors = [p for p in problems if p.severity == "error"]
     if duplicates:
         ids = ", ".join(sorted(duplicates))
         return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",
@@ -559,6 +566,32 @@ def _tasks(config: Config) -> Check:
         return Check("task files", "warn", f"{len(tasks)} valid, {len(errors)} with errors"
                      f" (skipped): {errors[0]}", "`scheduler.py validate` lists every problem")
     return Check("task files", "ok", f"{len(tasks)} valid task(s)")
+
+
+def _held(home: Path) -> list[Check]:
+    """Suspensions the state holds because the task file could not take them (issue 22)."""
+    from ..schedule.held import PREFIX, describe
+
+    path = home / "state" / "mdcron.db"
+    try:
+        db = _read_only(path)
+        try:
+            rows = read_prefixed(db, PREFIX)
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return []
+    checks = []
+    for key, value in sorted(rows.items()):
+        task_id = key[len(PREFIX):]
+        try:
+            hold = json.loads(value)
+        except ValueError:
+            hold = {}
+        checks.append(Check(f"task {task_id}", "warn", describe(hold, task_id),
+                            f"fix the cause of its failures, then `scheduler.py enable {task_id}`"
+                            " (and make its file writable again)"))
+    return checks
 
 
 def print_checks(checks: Sequence[Check]) -> None:

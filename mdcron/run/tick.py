@@ -21,6 +21,7 @@ from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
 from ..hosts import shared_tick
+from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config
 from ..state.idle import RETENTION_EVERY
@@ -155,6 +156,7 @@ def run_tick(
         candidates = view.candidates(rows, now)
         candidates = shared_tick.runnable_here(  # issue 11: hosts:, shared suspensions
             store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
+        candidates = honour_held(store, candidates, say)  # issue 22: files that refused it
         report.planned = plan(candidates, task_states(rows, candidates), config, now,
                               view.plain(candidates, rows, now))
         broken = _issue12_plan(store, config, report, view, candidates)
