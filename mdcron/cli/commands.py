@@ -59,7 +59,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
-            say.error(f"mdcron: {problem} (task skipped)")
+            skipped = "" if problem.path == config.tasks_dir else " (task skipped)"
+            say.error(f"mdcron: {problem}{skipped}")
     if report.duplicates:
         for task_id, paths in report.duplicates.items():
             files = " and ".join(str(p) for p in paths)
