@@ -4,8 +4,9 @@ When PostgreSQL cannot be reached at the moment a run ends (and connecting again
 SQLite file refuses the write (read-only, damaged, locked past its bound, a full disk), the
 closing write of the run's row is appended here instead, one JSON line, and the tick stops with
 a clear message. A full disk under state/ has no room for the line either: then it goes to
-logs/spool.jsonl (often another filesystem, and the run's log is there anyway). The next tick of this host writes the lines into the database before anything
-else (before recovery could call the still-`running` row crashed). Every line is a
+logs/spool.jsonl (often another filesystem, and the run's log is there anyway). The next
+tick of this host writes the lines into the database before anything else (before recovery
+could call the still-`running` row crashed). Every line is a
 check-and-set on a row still `running`, so replaying twice, or after another host closed the row
 (its lease expired), changes nothing: the newer row is never overwritten. A run's result
 written from here then gets the rest of its ladder (spool_ladder.py: the failure count, a
