@@ -38,9 +38,9 @@ def is_trouble(exc: BaseException) -> bool:
 
 
 def describe(path: Path, exc: BaseException) -> str:
-    """'the state database <path> <cause>: <consequence>; fix: <fix>', one line."""
+    """'the state database <path> <cause>; fix: <fix>', one line."""
     cause, fix = _cause_and_fix(path, exc)
-    return f"the state database {path} {cause}: the tick stopped; fix: {fix}"
+    return f"the state database {path} {cause}; fix: {fix}"
 
 
 def _cause_and_fix(path: Path, exc: BaseException) -> tuple[str, str]:
