@@ -34,6 +34,7 @@ from ..core.problems import Problem
 from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
 from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
 from ..state.meta import read_meta, read_prefixed, schema_and_integrity
+from ..state.trouble import immutable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -379,7 +380,7 @@ def database_check(home: Path) -> Check:
         return Check("database", "warn", f"{path} does not exist yet",
                      "the next tick creates it (tasks count as first seen then: nothing past"
                      " runs)")
-    if _immutable(path) or _immutable(path.parent):
+    if immutable(path) or immutable(path.parent):
         return Check("database", "fail", f"{path} (or its folder) is marked immutable: every"
                      " tick stops", f"chattr -i {path.parent} {path}*")
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
@@ -406,22 +407,6 @@ def database_check(home: Path) -> Check:
 def _read_only(path: Path) -> sqlite3.Connection:
     quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     return sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, timeout=10)
-
-
-def _immutable(path: Path) -> bool:
-    """The immutable attribute (chattr +i) stops even root from writing."""
-    try:
-        import fcntl
-        import struct
-
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            buf = fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0))  # FS_IOC_GETFLAGS
-        finally:
-            os.close(fd)
-        return bool(struct.unpack("l", buf)[0] & 0x10)  # FS_IMMUTABLE_FL
-    except (OSError, ImportError):
-        return False
 
 
 def _last_tick(home: Path, now: float) -> Check:
