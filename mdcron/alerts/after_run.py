@@ -55,8 +55,8 @@ def events_for(outcome, was_alerted: bool) -> list[Event]:  # outcome: ladder.La
         nxt = (f"suspended: {outcome.reason}. `enabled: false` and `disabled_reason:"
                f" auto_suspended` were written into {task.path.name}; fix the cause, then run"
                f" `scheduler.py enable {task.id}`.")
-        if outcome.suspend_error:
-            nxt += f" WARNING: {outcome.suspend_error}"
+        if outcome.suspend_error:  # the file could not take it: the state holds it (held.py)
+            nxt = f"suspended: {outcome.reason}. {outcome.suspend_error}."
         if "probation" in outcome.reason and not diff:
             diff = _probation_diff(task)
         return [Event("suspended", task, final, ladder, nxt, diff)]
@@ -206,7 +206,13 @@ def resolve_reenabled(store: Store, now: float) -> None:
     its incidents are over."""
     from .incidents import resolve_for_task
 
-    for task_id in store.suspended_but_enabled():
+    enabled = store.suspended_but_enabled()
+    if enabled:  # a suspension held in the state (its file says enabled) is not over
+        from ..schedule.held import held
+
+        holds = held(store)
+        enabled = [t for t in enabled if t not in holds]
+    for task_id in enabled:
         resolve_for_task(store, task_id, now, "re-enabled")
 
 

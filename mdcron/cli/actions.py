@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..schedule.cache import load_task_set
+from ..schedule.held import lift
 from ..schedule.pause import pauses, set_pause
 from ..settings.config import Config
 from ..state.store import state_store
@@ -39,9 +40,15 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
     if until is not None and until <= now:
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
-    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
+    try:
+        edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
+    except OSError as exc:
+        if not (enabled and task.enabled):  # else: the file already says so (held.py)
+            raise ActionError(f"could not write {task.path}: {exc.strerror or exc}") from None
     with state_store(config) as store:
         store.set_enabled(task.id, enabled, now)
+        if enabled:
+            lift(store, task.id)  # a suspension the file could not take (issue 22)
     set_pause(str(config.home), task.id, until, str(task.path) if until is not None else None)
     return task
 

@@ -31,6 +31,7 @@ from ..state.store import (
     lost_in_tick,
     state_store,
 )
+from ..state.trouble import describe, is_trouble
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 
@@ -50,6 +51,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     except Exception as exc:
         if database_lost(exc):  # issue 23: PostgreSQL went away mid-tick, not a crash
             raise lost_in_tick(exc) from None
+        if is_trouble(exc):  # the file, its disk or its lock, not a bug: main()'s one line
+            raise StoreError(describe(config.db_path, exc)) from None
         import traceback
 
         error = traceback.format_exc()
@@ -65,7 +68,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
     for problem in report.problems if report.problems_changed else ():
         if problem.severity == "error":
-            say.error(f"mdcron: {problem} (task skipped)")
+            skipped = "" if problem.path == config.tasks_dir else " (task skipped)"
+            say.error(f"mdcron: {problem}{skipped}")
     if report.duplicates:
         for task_id, paths in report.duplicates.items():
             files = " and ".join(str(p) for p in paths)
@@ -386,21 +390,29 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     runs: list[dict] = []
     heals: list[dict] = []
     state = None
+    hold = None
     if config.state_exists:
+        from ..schedule.held import held
+
         with state_store(config) as store:
             runs = store.history(10, task.id)
             state = store.task_state(task.id)
+            hold = held(store).get(task.id)  # issue 22: a suspension its file could not take
             from ..selfheal.healer import heal_history
 
             heals = heal_history(store, task.id, 3)
     fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
     if args.json:
-        print_json({"task": fields, "state": asdict(state) if state else None,
+        print_json({"task": fields, "state": asdict(state) if state else None, "held": hold,
                     "runs": [_history_json(r) for r in runs], "heals": heals})
         return OK
     for key, value in fields.items():
         if value not in (None, "", (), [], {}):
             print(f"{key:16} {value}")
+    if hold is not None:
+        from ..schedule.held import describe
+
+        print(f"{'suspended':16} {describe(hold, task.id)}")
     if state:
         print(f"{'failures':16} {state.consecutive_failures} in a row")
     if runs:

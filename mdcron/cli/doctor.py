@@ -33,7 +33,8 @@ from ..core.envref import ENV_REF
 from ..core.problems import Problem
 from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
 from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
-from ..state.meta import read_meta, schema_and_integrity
+from ..state.meta import read_meta, read_prefixed, schema_and_integrity
+from ..state.trouble import immutable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -110,30 +111,37 @@ def send_now(cfg: NotifyConfig, title: str, body: str,
 
 
 def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
-    """Rate limit through a marker file; True (send) when it cannot be read or written."""
-    marker = state_dir / MARKER
+    """Rate limit through a marker file in state/, or in logs/ when state/ cannot take it (a
+    read-only state folder is one of the emergencies); True (send) when neither can."""
     digest = hashlib.sha256(body.encode()).hexdigest()
-    try:
-        seen = json.loads(marker.read_text(encoding="utf-8"))
-        if not isinstance(seen, dict):
-            seen = {}
-    except (OSError, ValueError):
-        seen = {}
-    last = seen.get(what)
-    if (isinstance(last, dict) and last.get("digest") == digest
-            and 0 <= now - float(last.get("at", 0)) < ALERT_EVERY):
-        return False
-    seen[what] = {"digest": digest, "at": now}
-    try:
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = state_dir / f".{MARKER}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(seen, handle)
-        os.replace(tmp, marker)
-    except OSError:
-        pass
+    folders = (state_dir, state_dir.parent / "logs")
+    for folder in folders:
+        last = _markers(folder).get(what)
+        if (isinstance(last, dict) and last.get("digest") == digest
+                and 0 <= now - float(last.get("at", 0)) < ALERT_EVERY):
+            return False
+    for folder in folders:
+        seen = _markers(folder)
+        seen[what] = {"digest": digest, "at": now}
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = folder / f".{MARKER}.{os.getpid()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(seen, handle)
+            os.replace(tmp, folder / MARKER)
+            break
+        except OSError:
+            continue
     return True
+
+
+def _markers(folder: Path) -> dict:
+    try:
+        seen = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return seen if isinstance(seen, dict) else {}
 
 
 def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping[str, str],
@@ -158,21 +166,28 @@ def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping
 def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
                       now: float) -> list[str]:
     """The state database cannot be used, so nothing runs (and its outbox cannot hold an
-    alert): a forced alert sent directly. Returns lines for stderr. Never raises."""
+    alert): a forced alert sent directly, and the heartbeat told the tick failed. Returns
+    lines for stderr. Never raises."""
+    lines = []
     try:
-        from ..alerts.notify import settings
+        from ..alerts.notify import heartbeat, settings
 
         body = (f"The tick stopped: {error}\n"  # maybe after tasks ran: the error says
                 "Run `scheduler.py doctor` for what is wrong and how to recover.")
         cfg = settings(config)
         if not cfg.destinations:
-            return ["no notification destination configured: nobody was alerted"]
-        if not _due(config.state_dir, "store", body, now):
-            return ["alert already sent within the hour"]
-        return send_now(cfg, "mdcron: state database unusable, tasks are not running", body,
-                        environ)
+            lines = ["no notification destination configured: nobody was alerted"]
+        elif not _due(config.state_dir, "store", body, now):
+            lines = ["alert already sent within the hour"]
+        else:
+            lines = send_now(cfg, "mdcron: state database unusable, tasks are not running",
+                             body, environ)
+        failed = heartbeat(config, True, environ)
+        if failed:
+            lines.append(failed)
     except Exception as exc:
-        return [f"could not send the database alert: {type(exc).__name__}"]
+        lines.append(f"could not send the database alert: {type(exc).__name__}")
+    return lines
 
 
 # --------------------------------------------------------------------- doctor
@@ -204,6 +219,7 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
     if config is not None:
         checks.append(_tasks(config))
         checks.append(_task_users(config))
+        checks += _held(home)
         checks += _prompts(config)
     return checks
 
@@ -367,7 +383,7 @@ def database_check(home: Path) -> Check:
         return Check("database", "warn", f"{path} does not exist yet",
                      "the next tick creates it (tasks count as first seen then: nothing past"
                      " runs)")
-    if _immutable(path) or _immutable(path.parent):
+    if immutable(path) or immutable(path.parent):
         return Check("database", "fail", f"{path} (or its folder) is marked immutable: every"
                      " tick stops", f"chattr -i {path.parent} {path}*")
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
@@ -394,22 +410,6 @@ def database_check(home: Path) -> Check:
 def _read_only(path: Path) -> sqlite3.Connection:
     quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     return sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, timeout=10)
-
-
-def _immutable(path: Path) -> bool:
-    """The immutable attribute (chattr +i) stops even root from writing."""
-    try:
-        import fcntl
-        import struct
-
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            buf = fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0))  # FS_IOC_GETFLAGS
-        finally:
-            os.close(fd)
-        return bool(struct.unpack("l", buf)[0] & 0x10)  # FS_IMMUTABLE_FL
-    except (OSError, ImportError):
-        return False
 
 
 def _last_tick(home: Path, now: float) -> Check:
@@ -539,7 +539,13 @@ def _tasks(config: Config) -> Check:
 
     found = load_task_set(config)
     tasks, duplicates = found.tasks, found.duplicates
-    errors = [p for p in found.problems if p.severity == "error"]
+    problems = list(found.problems)
+    if any(t.after for t in tasks):  # issue 22: a chain whose upstream is gone stops
+        from ..schedule.chains import check_graph
+
+        problems += check_graph(tasks, {t.id: t.enabled for t in tasks},
+                                {t.id: t.path for t in tasks})[0]
+    errors = [p for p in problems if p.severity == "error"]
     if duplicates:
         ids = ", ".join(sorted(duplicates))
         return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",
@@ -570,6 +576,32 @@ def _task_users(config: Config) -> Check:
         return Check("task users", "warn", f"{path} is readable by other users, so by tasks"
                      " that run as another user (it may hold tokens)", f"chmod 600 {path}")
     return Check("task users", "ok", "no task runs as root by default")
+
+
+def _held(home: Path) -> list[Check]:
+    """Suspensions the state holds because the task file could not take them (issue 22)."""
+    from ..schedule.held import PREFIX, describe
+
+    path = home / "state" / "mdcron.db"
+    try:
+        db = _read_only(path)
+        try:
+            rows = read_prefixed(db, PREFIX)
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return []
+    checks = []
+    for key, value in sorted(rows.items()):
+        task_id = key[len(PREFIX):]
+        try:
+            hold = json.loads(value)
+        except ValueError:
+            hold = {}
+        checks.append(Check(f"task {task_id}", "warn", describe(hold, task_id),
+                            f"fix the cause of its failures, then `scheduler.py enable {task_id}`"
+                            " (and make its file writable again)"))
+    return checks
 
 
 def print_checks(checks: Sequence[Check]) -> None:

@@ -212,16 +212,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(config, args)
     except StoreError as exc:
-        print(f"mdcron: {exc}", file=sys.stderr)
+        told = []
         if args.command == "tick" and not args.dry_run:
             from .doctor import store_error_alert
 
-            for line in store_error_alert(config, str(exc), dict(os.environ),
-                                          _alert_now(args)):
-                print(f"mdcron: {line}", file=sys.stderr)
+            told = store_error_alert(config, str(exc), dict(os.environ), _alert_now(args))
+        # one line: the file, the cause, the fix, and who was told
+        stopped = "the tick stopped: " if args.command == "tick" else ""
+        print(f"mdcron: {stopped}{exc}" + (f" ({'; '.join(told)})" if told else ""),
+              file=sys.stderr)
         return USAGE
     except UsageError as exc:
         print(f"mdcron: {exc}", file=sys.stderr)
+        return USAGE
+    except Exception as exc:  # issue 22: a database in trouble under any command: one line
+        from ..state.trouble import describe, is_trouble
+
+        if not is_trouble(exc):
+            raise
+        print(f"mdcron: {describe(config.db_path, exc)}", file=sys.stderr)
         return USAGE
 
 

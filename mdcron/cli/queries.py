@@ -15,6 +15,7 @@ from ..run.resources import describe_holders, holders
 from ..schedule.cache import View, load
 from ..schedule.chains import explain as explain_chain
 from ..schedule.chains import schedule_zone
+from ..schedule.held import held
 from ..schedule.observe import observe
 from ..schedule.once_per import last_successes, skip_reason
 from ..settings.config import Config
@@ -29,6 +30,7 @@ class Loaded:
     states: dict[str, TaskState]
     last_runs: dict[str, dict[str, object]]
     due: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # cache.due_hints
+    held: dict[str, dict] = field(default_factory=dict)  # issue 22: schedule/held.py
 
 
 def load_all(config: Config) -> Loaded:
@@ -41,12 +43,13 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
     """The tasks of a loaded cache view with their state rows and last runs (closes the view)."""
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
+    holds: dict[str, dict] = {}
     if config.state_exists:
         with state_store(config) as store:
-            states, last = store.task_states(), store.last_runs()
+            states, last, holds = store.task_states(), store.last_runs(), held(store)
             view.save(store)
     view.close()
-    return Loaded(tasks, view.problems, states, last, view.due_hints(states))
+    return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
 
 
 def zone_name(task: Task, config: Config) -> str:
@@ -69,7 +72,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             continue
         last = loaded.last_runs.get(task.id) or {}
         state = loaded.states.get(task.id)
-        nxt = next_fire(task, config, now, loaded.due.get(task.id))
+        nxt = None if task.id in loaded.held else next_fire(task, config, now,
+                                                              loaded.due.get(task.id))
         info = read_info(lock_path(config.locks_dir, task.id))  # as `why`: the lock says so
         running_since = info.started_at if info is not None and holder_alive(info) else None
         rows.append({
@@ -77,8 +81,9 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "title": task.title,
             "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
             "timezone": zone_name(task, config),
-            "enabled": task.enabled,
-            "disabled_reason": task.disabled_reason,
+            "enabled": task.enabled and task.id not in loaded.held,
+            "disabled_reason": "auto_suspended, held in the state" if task.id in loaded.held
+            else task.disabled_reason,
             "last_run": iso(last.get("started_at")),  # type: ignore[arg-type]
             "last_status": last.get("status"),
             "last_host": last.get("host"),  # issue 11: the host that ran it

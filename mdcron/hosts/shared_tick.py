@@ -1,5 +1,6 @@
 """The tick's steps for a state shared by several hosts (issue 11), in the order run_tick
-takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key).
+takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key) and the spool's
+replay in `opening` (issue 22: a SQLite file that refused a run's result).
 
 Lazy imports: on SQLite every step here is a no-op, so the spool, the lease and host-file
 modules, the spooled ladder and the idle mirror load only with a shared (PostgreSQL) state; the
@@ -23,12 +24,14 @@ def opening(store: Store, config: Config, say: Say, now: float = 0.0,
     """Before anything else: refuse to claim with a clock too far off the database's
     (StoreError), then record the outcomes a lost connection left in the spool (before recovery
     could call their rows crashed) and finish those runs' ladders (spool_ladder.py)."""
-    if not store.url:
-        return
-    from ..state.spool import replay
-    from .peers import check_clock
+    if store.url:
+        from .peers import check_clock
 
-    check_clock(store, config.max_clock_skew)
+        check_clock(store, config.max_clock_skew)
+    elif not any((d / "spool.jsonl").exists() for d in (config.state_dir, config.logs_dir)):
+        return  # SQLite: a spool only when the file refused a result (state/spool.py)
+    from ..state.spool import replay
+
     recorded: list = []
     for line in replay(store, config.state_dir, recorded):
         say(line)

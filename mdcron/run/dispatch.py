@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..core.outcome import Outcome, RunResult
 from ..state.store import Store, StoreError, database_lost, state_store
+from ..state.trouble import is_trouble
 from ..tasks.task import Task
 from .attempt import RunContext
 from .escalation_policy import Step
@@ -57,8 +58,10 @@ def run_all(
                     outcome = execute_claimed(ctx, store, task, run_id, healer)
                     if unread_note:  # why the comments were not read, on the run's row
                         store.add_note(run_id, unread_note)
+            except StoreError:
+                raise  # the database refused: the tick stops with one line (its result spooled)
             except Exception as exc:  # one task's failure never ends the tick
-                if isinstance(exc, StoreError) or database_lost(exc):
+                if database_lost(exc) or is_trouble(exc):
                     raise  # the state went away: the tick stops with one line (cli)
                 print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")

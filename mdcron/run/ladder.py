@@ -4,7 +4,8 @@ escalation_policy.py decides; this module carries the steps out and records each
 attempt 1 `run`, then `retry` rows for reruns and `heal` rows for heals, all for the same slot.
 
 Lazy imports: leases (hosts/lease.py) only with a shared state; the task-file parser and editor
-only when a heal or a suspension touches the file.
+only when a heal or a suspension touches the file; the held suspension (schedule/held.py) only
+when the file cannot take one.
 """
 
 from __future__ import annotations
@@ -240,7 +241,9 @@ def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
     error = None
     try:
         edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"})
-    except Exception as exc:
-        error = f"could not write enabled: false into {task.path}: {exc}"
+    except Exception as exc:  # issue 22: the state holds it instead (schedule/held.py)
+        from ..schedule.held import record
+
+        error = record(store, task, ctx.clock.now(), exc)
     store.set_enabled(task.id, False, ctx.clock.now(), suspended=True)
     return error

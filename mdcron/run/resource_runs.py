@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ..core.outcome import Outcome, RunResult
 from ..state.store import Store, StoreError, database_lost, lost_in_tick, state_store
+from ..state.trouble import is_trouble
 from .attempt import RunContext
 from .dispatch import after_one
 from .escalation_policy import Step
@@ -60,7 +61,7 @@ def start(ctx: RunContext, planned: list, say: Callable[[str], None], healer: He
                     after_one(store, ctx, got[1], say)
                 out.done.append(got)
         except Exception as exc:  # one task's failure never ends the tick
-            if isinstance(exc, StoreError) or database_lost(exc):  # the tick says it once
+            if isinstance(exc, StoreError) or database_lost(exc) or is_trouble(exc):
                 out.lost = exc if isinstance(exc, StoreError) else lost_in_tick(exc)
                 return
             # type: ignore[attr-defined]
@@ -123,7 +124,7 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
             try:
                 outcome = execute_claimed(run_ctx, store, task, run_id, healer)
             except Exception as exc:
-                if isinstance(exc, StoreError) or database_lost(exc):
+                if isinstance(exc, StoreError) or database_lost(exc) or is_trouble(exc):
                     raise  # not the task's failure: its outcome is in the spool
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", now)

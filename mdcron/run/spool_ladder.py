@@ -20,7 +20,8 @@ from pathlib import Path
 
 from ..core.outcome import Outcome, RunResult
 
-NOTE = "recorded late from the spool (the database was unreachable when it ended); no retry"
+NOTE = ("recorded late from the spool (the database was unreachable or refused the result when"
+        " it ended); no retry")
 
 
 def finish(store, config, recorded: list[tuple[int, RunResult]], now: float,

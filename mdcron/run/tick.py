@@ -21,6 +21,7 @@ from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
 from ..hosts import shared_tick
+from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config
 from ..state.idle import RETENTION_EVERY
@@ -48,10 +49,11 @@ class TickReport:
     ladders: list[LadderOutcome] = field(default_factory=list)
     lost_claims: list[str] = field(default_factory=list)  # due, but another tick claimed first
     problems_changed: bool = True  # the task-file problems differ from the last tick's
+    no_tasks_folder: bool = False  # issue 22: tasks/ is missing (exit 2, an alert)
 
     @property
     def exit_code(self) -> int:
-        if self.duplicates:
+        if self.duplicates or self.no_tasks_folder:
             return 2
         failed = any(not r.ok and r.outcome is not Outcome.SKIPPED for _, _, r in self.results)
         errors = any(p.severity == "error" for p in self.problems)
@@ -119,6 +121,11 @@ def run_tick(
     report = TickReport(now=now)
     view = load(config)
     report.problems = view.problems
+    if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"
+        report.no_tasks_folder = True
+        report.problems = [*view.problems, Problem(
+            config.tasks_dir, f"the tasks folder does not exist: nothing runs; create it"
+            f" (`mkdir {config.tasks_dir}`) or restore it")]
     report.tasks = len(view.valid)
     report.duplicates = view.duplicates()
     if report.duplicates:
@@ -158,6 +165,7 @@ def run_tick(
         candidates = view.candidates(rows, now)
         candidates = shared_tick.runnable_here(  # issue 11: hosts:, shared suspensions
             store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
+        candidates = honour_held(store, candidates, say)  # issue 22: files that refused it
         report.planned = plan(candidates, task_states(rows, candidates), config, now,
                               view.plain(candidates, rows, now))
         broken = _issue12_plan(store, config, report, view, candidates)
@@ -264,6 +272,13 @@ def _aftermath(store: Store, config: Config, report: TickReport, now: float,
     from ..alerts.after_run import finish_tick, resolve_reenabled
 
     resolve_reenabled(store, now)
+    if report.problems_changed:  # issue 22: a file that does not run, a missing folder
+        from ..alerts.task_problems import alert_problems
+
+        try:
+            alert_problems(store, config, report.problems, now)
+        except Exception as exc:  # alerts never fail the tick
+            say(f"mdcron: could not record the task-file alerts: {exc!r}")
     finish_tick(store, config, now, report.exit_code != 0, environ, say)
 
 

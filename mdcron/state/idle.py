@@ -271,8 +271,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
 def _connect(db_path: str):  # -> sqlite3.Connection, as store._open sets it up
     import sqlite3
 
-    db = sqlite3.connect(db_path, timeout=60, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA busy_timeout = 60000")
+    # a writer holding the lock: give up soon, the full tick waits its bounded time and says so
+    db = sqlite3.connect(db_path, timeout=5, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA synchronous = NORMAL")
     return db
 

@@ -23,6 +23,11 @@ def read_metas(db: Any, keys: Iterable[str]) -> dict[str, str]:
     return dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks(len(keys))})", keys))
 
 
+def read_prefixed(db: Any, prefix: str) -> dict[str, str]:
+    """Every key starting with `prefix` (doctor reads them through a read-only connection)."""
+    return dict(db.execute("SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)))
+
+
 def put_metas(db: Any, values: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
     db.executemany(_PUT, values.items() if isinstance(values, Mapping) else values)
 
@@ -57,8 +62,7 @@ class MetaTable(Tables):
             return take_meta(db, key)
 
     def metas_with_prefix(self, prefix: str) -> dict[str, str]:
-        return dict(self.connect().execute(
-            "SELECT key, value FROM meta WHERE key LIKE ?", (prefix + "%",)).fetchall())
+        return read_prefixed(self.connect(), prefix)
 
     def change_meta(self, key: str, value: str) -> bool:
         """Set a key unless it already holds `value`: True for the one caller that changed it

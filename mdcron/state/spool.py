@@ -1,9 +1,12 @@
-"""Results the shared database could not take (issue 11): state/spool.jsonl.
+"""Results the database could not take (issue 11, issue 22): state/spool.jsonl.
 
-When PostgreSQL cannot be reached at the moment a run ends (and connecting again failed), the
+When PostgreSQL cannot be reached at the moment a run ends (and connecting again failed), or a
+SQLite file refuses the write (read-only, damaged, locked past its bound, a full disk), the
 closing write of the run's row is appended here instead, one JSON line, and the tick stops with
-a clear message. The next tick of this host writes the lines into the database before anything
-else (before recovery could call the still-`running` row crashed). Every line is a
+a clear message. A full disk under state/ has no room for the line either: then it goes to
+logs/spool.jsonl (often another filesystem, and the run's log is there anyway). The next
+tick of this host writes the lines into the database before anything else (before recovery
+could call the still-`running` row crashed). Every line is a
 check-and-set on a row still `running`, so replaying twice, or after another host closed the row
 (its lease expired), changes nothing: the newer row is never overwritten. A run's result
 written from here then gets the rest of its ladder (spool_ladder.py: the failure count, a
@@ -21,19 +24,39 @@ from ..core.outcome import Outcome, RunResult
 NAME = "spool.jsonl"
 
 
-def add(state_dir: Path, entry: dict) -> None:
-    """Append one line durably (owner-only file, fsync)."""
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(state_dir / NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def places(state_dir: Path) -> list[Path]:
+    """Where spooled lines may be: state/, then the home's logs/."""
+    return [state_dir / NAME, state_dir.parent / "logs" / NAME]
+
+
+def add(state_dir: Path, entry: dict) -> Path | None:
+    """Append one line durably (owner-only file, fsync) to the first place that takes it;
+    the file it went to, or None when none could."""
+    line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    for path in places(state_dir):
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                size = os.fstat(fd).st_size
+                try:
+                    if os.write(fd, line) == len(line):
+                        os.fsync(fd)
+                        return path
+                except OSError:
+                    pass
+                os.ftruncate(fd, size)  # no half line for replay to drop
+            finally:
+                os.close(fd)
+            if size == 0:
+                path.unlink(missing_ok=True)  # created just now: leave no empty spool behind
+        except OSError:
+            continue
+    return None
 
 
 def pending(state_dir: Path) -> bool:
-    return (state_dir / NAME).exists()
+    return any(p.exists() for p in places(state_dir))
 
 
 def replay(store, state_dir: Path,
@@ -41,7 +64,13 @@ def replay(store, state_dir: Path,
     """Write the spooled lines into the database, oldest first; lines to say. `recorded`
     gets (run id, RunResult) of each run's closing result written now (spool_ladder.py does
     the rest of its ladder)."""
-    path = state_dir / NAME
+    said = []
+    for path in places(state_dir):
+        said += _replay(store, path, recorded)
+    return said
+
+
+def _replay(store, path: Path, recorded: list | None) -> list[str]:
     if not path.exists():
         return []
     taking = path.with_name(f".{NAME}.{os.getpid()}")
@@ -63,8 +92,8 @@ def replay(store, state_dir: Path,
             if result is not None and recorded is not None:
                 recorded.append((e["run_id"], result))
         except BaseException:  # the database went away again: keep what is left
-            for rest in lines[i + 1:]:
-                with open(state_dir / NAME, "a", encoding="utf-8") as handle:
+            for rest in lines[i + 1:]:  # line i: finish_run spooled it again itself
+                with open(path, "a", encoding="utf-8") as handle:
                     handle.write(rest + "\n")
             taking.unlink()
             raise
@@ -86,6 +115,6 @@ def _write(store, e: dict):  # -> (line, the RunResult written or None)
                                  e.get("ended_at"), e.get("unobserved", False))
     what = e.get("outcome") or e.get("status")
     return (f"run {e['run_id']}: {what} recorded from the spool (the database was"
-            " unreachable when it ended)" if done else
+            " unreachable or refused it when it ended)" if done else
             f"run {e['run_id']}: spooled {what} not recorded: the row was closed"
             " meanwhile (by another host, or as crashed)"), result if done else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,7 @@ from .outbox import OutboxTable
 from .runs import Owner, RunsTable
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .task_state import TaskState, TaskStateTable
+from .trouble import LOCK_BUDGET, Locked, describe, is_busy, is_trouble
 
 __all__ = ["SCHEMA_VERSION", "Owner", "Store", "StoreError", "TaskState", "last_tick",
            "state_store"]
@@ -73,6 +75,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         self.host = host
         self.fence: tuple[str, int] | None = None  # (task, token) while a run holds its lease
         self._db: sqlite3.Connection | None = None
+        self._waited = 0.0  # seconds spent waiting for other writers' locks (LOCK_BUDGET)
 
     @property
     def dialect(self) -> str:
@@ -101,10 +104,11 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One short write transaction (BEGIN IMMEDIATE takes the write lock up front, so two
-        ticks never deadlock upgrading a read lock)."""
+        ticks never deadlock upgrading a read lock). On SQLite, the waits for another
+        writer's lock add up to at most LOCK_BUDGET per store; past it, trouble.Locked."""
         db = self.connect()
         try:
-            db.execute("BEGIN IMMEDIATE")
+            self._begin(db)
         except Exception as exc:
             if self.url and type(exc).__name__ == "LockNotAvailable":  # pgbounds.LOCK_WAIT
                 raise StoreError(_write_lock_timeout()) from None
@@ -118,12 +122,29 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
             raise
         db.execute("COMMIT")
 
-    # -- runs: the closing writes, kept in the spool when PostgreSQL is away ----------------
+    def _begin(self, db: sqlite3.Connection) -> None:
+        if self.url:
+            db.execute("BEGIN IMMEDIATE")
+            return
+        left = LOCK_BUDGET - self._waited
+        db.execute(f"PRAGMA busy_timeout = {max(0, int(left * 1000))}")
+        started = time.monotonic()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            self._waited += time.monotonic() - started
+            if is_busy(exc):
+                raise Locked(f"database is locked (waited {self._waited:.0f} s)") from exc
+            raise
+        self._waited += time.monotonic() - started
+
+    # -- runs: the closing writes, kept in the spool when the database refuses them ---------
 
     def finish_run(self, run_id: int, result: RunResult, finished_at: float) -> bool:
         """Record the outcome of a running row. Returns False when the row was no longer
         running (another tick already declared it timed out or crashed). PostgreSQL out of
-        reach: the outcome goes to the spool (spool.py) and StoreError says so."""
+        reach, or a SQLite file that refuses it (read-only, damaged, locked, a full disk):
+        the outcome goes to the spool (spool.py) and StoreError says so."""
         with self._spooling(run_id, {
                 "op": "finish", "run_id": run_id, "at": finished_at,
                 "outcome": result.outcome.value, "exit_code": result.exit_code,
@@ -134,20 +155,25 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
 
     @contextmanager
     def _spooling(self, run_id: int, entry: dict) -> Iterator[None]:
-        """Issue 11: a run's closing write that a lost PostgreSQL connection refuses is kept
-        in state/spool.jsonl for the next tick (spool.replay), not lost."""
+        """A run's closing write that a lost PostgreSQL connection (issue 11) or a SQLite
+        file in trouble (issue 22) refuses is kept in state/spool.jsonl (logs/ when state/ has
+        no room) for the next tick (spool.replay), not lost."""
         try:
             yield
         except Exception as exc:
-            if not self.url or not database_lost(exc):
+            if self.url and not database_lost(exc):
                 raise
-            from .spool import NAME, add
+            if not self.url and not is_trouble(exc):
+                raise
+            from .spool import add
 
-            add(self.path.parent, entry)
+            kept = add(self.path.parent, entry)
+            what = (f"the state database (state_url) became unreachable: {exc}." if self.url
+                    else describe(self.path, exc) + ".")
             raise StoreError(
-                f"the state database (state_url) became unreachable: {exc}. Run {run_id}'s"
-                f" outcome is kept in {self.path.parent / NAME}; the next tick records it"
-            ) from None
+                f"{what} Run {run_id}'s outcome is kept in {kept}; the next tick records it"
+                if kept else f"{what} Run {run_id}'s outcome could not be kept either"
+                " (no room for the spool)") from None
 
     def end_running(self, run_id: int, status: Outcome, reason: str, now: float,
                     ended_at: float | None = None, unobserved: bool = False) -> bool:
@@ -211,8 +237,8 @@ def _open(path: Path) -> sqlite3.Connection:
                 created = True
             except FileExistsError:
                 pass
-        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA busy_timeout = 60000")
+        db = sqlite3.connect(path, timeout=LOCK_BUDGET, isolation_level=None,
+                             check_same_thread=False)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
@@ -221,13 +247,8 @@ def _open(path: Path) -> sqlite3.Connection:
             from .dbguard import note_created
 
             note_created(db, path)
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(
-            f"the state database {path} cannot be used: {exc}. Run `scheduler.py doctor`; to"
-            f" start afresh, move the file aside (history will be lost)."
-        ) from exc
-    except OSError as exc:
-        raise StoreError(f"the state database {path} cannot be opened: {exc}") from exc
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise StoreError(describe(path, exc)) from None
     return db
 
 

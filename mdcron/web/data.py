@@ -213,6 +213,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
     return {
         "task": fields, "state": asdict(state) if state else None,
+        "held": loaded.held.get(task.id),  # issue 22: a suspension its file could not take
         "runs": [history_json(r) for r in runs], "heals": heals,
         "comments": [{**c, "created_at": iso(c["created_at"]),  # type: ignore[arg-type]
                       "read_at": iso(c["read_at"])} for c in comments],  # type: ignore[arg-type]

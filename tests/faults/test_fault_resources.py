@@ -233,9 +233,14 @@ def test_store_error_alert_goes_out_directly_once_an_hour(home, http_sink):
         "alert sent to 'ops' (json://…)"]
     assert len(http_sink.bodies()) == 2
     shutil.rmtree(home / "state")
-    (home / "state").write_text("not a folder")  # no marker can be written: send anyway
+    (home / "state").write_text("not a folder")  # issue 22: the marker goes to logs/ then
     assert store_error_alert(config, "x", {}, now=5001.0)[0].startswith("alert sent")
-    assert store_error_alert(config, "x", {}, now=5002.0)[0].startswith("alert sent")
+    assert store_error_alert(config, "x", {}, now=5002.0) == [
+        "alert already sent within the hour"]
+    shutil.rmtree(home / "logs")
+    (home / "logs").write_text("not a folder")  # no marker can be written: send anyway
+    assert store_error_alert(config, "y", {}, now=5003.0)[0].startswith("alert sent")
+    assert store_error_alert(config, "y", {}, now=5004.0)[0].startswith("alert sent")
 
 
 def test_a_state_folder_that_cannot_exist_is_a_clear_error(home, write_task):
