@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULER = REPO / "scheduler.py"
@@ -20,6 +21,16 @@ SCHEDULER = REPO / "scheduler.py"
 # narrow terminals passes its own COLUMNS.
 os.environ["COLUMNS"] = "160"
 os.environ.pop("LINES", None)
+
+# Property tests draw the same examples on every run (CI's .ci/run included): a red run then
+# means a change, not an unlucky draw. HYPOTHESIS_PROFILE=explore draws new ones (and keeps the
+# failures it finds in .hypothesis/). No per-example deadline: on a shared, loaded machine it
+# times the machine; each test's own settings choose how many examples it tries.
+settings.register_profile("fixed", derandomize=True, database=None, deadline=None,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from conftest import SCHEDULER, run_cli
 
+from mdcron.run.locks import read_info
 from mdcron.run.process import group_alive
 
 NOW = "2026-11-23T10:00:00+00:00"
@@ -31,6 +32,17 @@ def wait_for(path: Path, timeout: float = 20.0) -> None:
     give_up = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < give_up, f"{path} never appeared"
+        time.sleep(0.01)
+
+
+def _recorded_pgid(lock: Path, timeout: float = 30.0) -> int:
+    """The task's process group once its tick has written it into the lock (an event)."""
+    give_up = time.monotonic() + timeout
+    while True:
+        info = read_info(lock)
+        if info is not None and info.pgid is not None:
+            return info.pgid
+        assert time.monotonic() < give_up, f"{lock} never named the task's process group"
         time.sleep(0.01)
 
 
@@ -113,10 +125,10 @@ def test_stale_lock_holder_is_killed_and_recorded_as_timeout(home, write_task):
     proc = start_tick(home, NOW)
     wait_for(started)
     wait_for(home / "grandchild")
+    # the task may get this far before its tick records the process group in the lock
+    pgid = _recorded_pgid(home / "state" / "locks" / "hung.lock")
     proc.send_signal(signal.SIGKILL)  # the tick dies; its task keeps the lock, hung
     proc.wait()
-    lock = (home / "state" / "locks" / "hung.lock").read_text()
-    pgid = int(lock.split('"pgid": ')[1].split(",")[0])
     # 10 minutes later (well past timeout + 60 s), the next tick kills the whole group
     out = run_cli(home, "tick", "--now", "2026-11-23T10:10:00+00:00")
     assert "timeout" in out.stdout, out.stdout + out.stderr

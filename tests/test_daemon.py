@@ -151,12 +151,13 @@ def test_a_second_daemon_names_the_holder_and_exits_2(home):
 
 def test_sigterm_gives_running_tasks_their_grace_then_kills_and_records(home, write_task):
     (home / "scheduler.yaml").write_text("stop_grace: 2s\nkill_grace: 1s\n")
-    write_task("quick", command="sleep 1; echo done")
-    write_task("stuck", command="sleep 60", timeout=300)
+    write_task("quick", command=f"touch {home}/quick.in; sleep 1; echo done")
+    write_task("stuck", command=f"touch {home}/stuck.in; sleep 60", timeout=300)
     proc = start_daemon(home)
     try:
-        wait_for(lambda: len(_runs(home)) == 2, 20, "both runs to start")
-        time.sleep(0.3)  # both tasks are inside their commands
+        wait_for(lambda: len(_runs(home)) == 2, 30, "both runs to start")
+        wait_for(lambda: (home / "quick.in").exists() and (home / "stuck.in").exists(), 30,
+                 "both tasks inside their commands")
         started = time.monotonic()
         out = stop(proc)
         took = time.monotonic() - started
@@ -201,6 +202,13 @@ def _children(pid: int) -> list[tuple[int, str]]:
     return found
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def test_as_pid_1_a_failing_job_is_recorded_failed_and_orphans_are_reaped(home, write_task):
     tool = _unshare()
     # exits 3, leaving an orphan that escapes its group and is re-parented to PID 1 (the daemon)
@@ -210,9 +218,10 @@ def test_as_pid_1_a_failing_job_is_recorded_failed_and_orphans_are_reaped(home, 
         done = wait_for(lambda: [r for r in _runs(home) if r[1] != "running"], 30, "the run")
         assert done[0][1:3] == ("failed", 3), done
         daemon_pid = wait_for(lambda: [p for p, _ in _children(proc.pid)], 5, "the daemon")[0]
-        time.sleep(1.5)  # the orphan's sleep ends, and the daemon must reap it
-        zombies = [p for p, state in _children(daemon_pid) if state == "Z"]
-        assert zombies == []
+        # the orphan's sleep ends (0.5 s), and the daemon must reap it: wait until no child of
+        # the daemon is a sleep or a zombie (a daemon that never reaps fails here)
+        wait_for(lambda: not [p for p, state in _children(daemon_pid)
+                              if state == "Z" or _comm(p) == "sleep"], 30, "the orphan reaped")
     finally:
         os.kill(wait_for(lambda: [p for p, _ in _children(proc.pid)], 5, "the daemon")[0],
                 signal.SIGTERM)
@@ -260,14 +269,20 @@ def _doctor(home: Path, tmp_path: Path) -> dict[str, dict]:
     return {c["check"]: c for c in json.loads(out.stdout)}
 
 
+def _lock_holder(home: Path) -> dict:
+    """The lock's text as the daemon wrote it ({} while absent, empty or mid-write)."""
+    try:
+        info = json.loads((home / "state" / "daemon.lock").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def test_doctor_knows_the_daemon(home, tmp_path):
     assert "daemon" not in _doctor(home, tmp_path)  # never ran: only the crontab is judged
     proc = start_daemon(home)
     try:
-        wait_for(lambda: "last_tick" in (home / "state" / "daemon.lock").read_text()
-                 if (home / "state" / "daemon.lock").exists() else False, 10, "a tick")
-        wait_for(lambda: '"last_tick": 1' in (home / "state" / "daemon.lock").read_text(),
-                 10, "a tick")
+        wait_for(lambda: _lock_holder(home).get("last_tick"), 30, "a tick")
         found = _doctor(home, tmp_path)
         assert found["daemon"]["status"] == "ok" and f"pid {proc.pid}" in found["daemon"]["detail"]
         assert "last tick" in found["daemon"]["detail"]
@@ -282,7 +297,9 @@ def test_doctor_knows_the_daemon(home, tmp_path):
         if proc.poll() is None:
             stop(proc)
     proc = start_daemon(home)
-    wait_for(lambda: str(proc.pid) in (home / "state" / "daemon.lock").read_text(), 10, "lock")
+    # the killed daemon's text is still there and its numbers may hold the new pid's digits:
+    # wait for the new daemon to name itself as the holder
+    wait_for(lambda: _lock_holder(home).get("pid") == proc.pid, 30, "the new daemon's lock")
     stop(proc)
     assert "daemon" not in _doctor(home, tmp_path)  # a clean stop leaves nothing to report
 

@@ -337,6 +337,11 @@ def test_a_killed_tick_loses_its_lease_and_its_host_kills_the_stale_run_when_bac
     (held, skipped) = job_rows(b)
     assert held == ("a", "running", "10:00", "")  # not `crashed`: B cannot see A's processes
     assert skipped[:3] == ("b", "skipped", "10:01")
+    give_up = time.monotonic() + 30
+    while (recorded := read_info(a / "state" / "locks" / "job.lock")) is None or \
+            recorded.pgid is None:  # the task may run before its tick records its group
+        assert time.monotonic() < give_up, "A's lock never named the task's process group"
+        time.sleep(0.02)
     tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
     tick_a.communicate()
     give_up = time.monotonic() + 30

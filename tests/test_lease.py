@@ -28,13 +28,15 @@ def test_a_holder_whose_lease_was_taken_over_writes_nothing(two_hosts):
     a, b = two_hosts
     a.observe([("job", True, "/t/job.md")], NOW)
     run_id = a.claim_slots([("job", NOW, None, "/t/job.md")], NOW, OWNER)[("job", NOW)]
-    lease_a, refused, _ = acquire(a, "job", run_id, "a:4242:boot", SHORT)
+    # a long lease first: b's refusal below must not depend on how fast a loaded machine runs
+    lease_a, refused, _ = acquire(a, "job", run_id, "a:4242:boot", 60)
     assert lease_a is not None and lease_a.fence == 1 and refused is None
     a.fence = ("job", lease_a.fence)
     a.add_note(run_id, "mine")  # while the lease is a's, its writes go through
     lease, refused, _ = acquire(b, "job", run_id + 1, "b:1:boot", SHORT)
     assert lease is None and refused.startswith("previous run still running on host a")
-    time.sleep(SHORT + 0.1)  # nobody renews a's lease: the database's clock passes it
+    assert renew(a, lease_a, SHORT)  # a's last renewal; nobody renews it after
+    time.sleep(SHORT + 0.1)  # a lower bound: the database's clock passes the lease
     lease_b, refused, taken = acquire(b, "job", run_id + 1, "b:1:boot", 60)
     assert lease_b is not None and lease_b.fence == 2 and taken == [run_id]
     assert b.end_running(run_id, Outcome.TIMEOUT, "taken over", NOW + 200)
@@ -60,11 +62,12 @@ def test_a_holder_whose_lease_was_taken_over_writes_nothing(two_hosts):
 
 def test_a_renewed_lease_does_not_expire_and_a_released_one_is_free(two_hosts):
     a, b = two_hosts
-    lease_a, _, _ = acquire(a, "job", 1, "a:1:x", SHORT)
-    for _ in range(3):  # renewed well within each interval: held past 3 intervals
-        time.sleep(SHORT / 3)
-        assert renew(a, lease_a, SHORT)
-    time.sleep(SHORT / 3)
+    interval = 1.0  # a pause of the test of up to this long (a loaded machine) is no lapse
+    lease_a, _, _ = acquire(a, "job", 1, "a:1:x", interval)
+    past_first = time.monotonic() + interval + 0.2
+    while time.monotonic() < past_first:  # renewed well within each interval: held past it
+        time.sleep(interval / 10)
+        assert renew(a, lease_a, interval)
     assert acquire(b, "job", 2, "b:1:x", SHORT)[0] is None
     release(a, lease_a)
     lease_b, refused, taken = acquire(b, "job", 2, "b:1:x", SHORT)

@@ -65,14 +65,24 @@ def test_ten_concurrent_ticks_never_exceed_capacity_and_lose_nothing(home, write
     assert holders(config) == []  # every unit given back
 
 
+def _recorded(config, pidfile: Path) -> bool:
+    """The task wrote its pid and the tick has recorded that process group in the unit it holds
+    (the task's lock is written just before). The task may write its pid before the tick gets
+    that far: a tick killed in between leaves a run no record names, which the next tick
+    cannot end."""
+    text = pidfile.read_text().strip() if pidfile.exists() else ""
+    held = holders(config)
+    return bool(text) and bool(held) and held[0].info is not None and held[0].info.pgid == int(text)
+
+
 def start_holding(home: Path, pidfile: Path):
-    """A tick at NOW whose task writes its pid to `pidfile`, once that task holds its unit."""
+    """A tick at NOW whose task writes its pid to `pidfile`, once the unit's record names it."""
     assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
     tick = tick_proc(home, NOW)
     config, _ = load_config(home)
-    deadline = time.monotonic() + 30
-    while not (pidfile.exists() and pidfile.read_text().strip() and holders(config)):
-        assert time.monotonic() < deadline, "the task never started"
+    deadline = time.monotonic() + 60
+    while not _recorded(config, pidfile):
+        assert time.monotonic() < deadline, "the task never started (or was never recorded)"
         time.sleep(0.05)
     return tick, config
 

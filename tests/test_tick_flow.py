@@ -94,7 +94,7 @@ def test_tick_killed_mid_run_alerts_opens_incident_and_logs_in_order(home, write
                                                                      http_sink):
     import signal
 
-    from faultlib import pid_alive, query
+    from faultlib import lock_pgid, pid_alive, query
 
     (home / "scheduler.yaml").write_text(
         f"notify:\n  destinations:\n    ops: \"{http_sink.json_url()}\"\n")
@@ -104,7 +104,11 @@ def test_tick_killed_mid_run_alerts_opens_incident_and_logs_in_order(home, write
     run_cli(home, "tick", "--now", BEFORE)
     tick = start_tick(home, NOW)
     try:
-        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), "task started")
+        # the task writes its pid as it starts, maybe before its tick records the process
+        # group in the lock: a tick killed in between leaves a run that "never started"
+        wait_until(lambda: pid_file.exists() and pid_file.read_text().strip()
+                   and lock_pgid(home, "long") == int(pid_file.read_text()),
+                   "task started and recorded")
         tick.send_signal(signal.SIGKILL)
         tick.communicate()
     finally:
