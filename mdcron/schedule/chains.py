@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
+from ..core.clock import to_dt
 from ..core.problems import Problem
 from ..state.store import Store, TaskState, state_store
 from ..tasks.task import Task
@@ -238,11 +239,13 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
     from ..run.resource_runs import start as start_deferred
 
     done: list[tuple[Task, int, object]] = []
+    said: set[tuple[str, float]] = set()
     for _ in range(MAX_ROUNDS):
         todo = pending_for(store, ctx.config, tasks, skip_ids)  # type: ignore[attr-defined]
+        now = ctx.clock.now()  # type: ignore[attr-defined]
+        todo = hold_back(store, ctx.config, todo, now, said, say)  # type: ignore[attr-defined]
         if not todo:
             break
-        now = ctx.clock.now()  # type: ignore[attr-defined]
         plain = [p for p in todo if not (p.action == "run" and p.task.uses)]
         won = store.claim_slots(
             [(p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
@@ -259,12 +262,46 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
         # type: ignore[arg-type]
         deferred = start_deferred(ctx, uses, say, healer, describe_outcome)
         outcomes = run_all(to_run)
-        done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)]
+        done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)
+                 if not o.released]  # given back: owed again (ladder.not_now)
         ran = deferred.join()
         done += [(o.task, rid, o) for rid, o in ran]
         if not won and not ran:
             break  # nothing moved (claimed by another tick, or a resource stays busy)
     return done
+
+
+def previous_run(store: Store, config: object, task_id: str) -> str | None:
+    """Where the task's previous run still runs: here (its lock is held by a live run) or on
+    another host (its lease, by the database's clock); None when it may start."""
+    if upstream_busy(config, task_id):
+        return "still running on this host"
+    busy = store.lease_busy(task_id) if store.url else None
+    if busy is None:
+        return None
+    return f"still running on host {busy.host} since {to_dt(busy.since):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def hold_back(store: Store, config: object, todo: list[Pending], now: float,
+              said: set[tuple[str, float]], say: Callable[[str], None]) -> list[Pending]:
+    """Issue 23: a successful upstream is owed exactly one downstream run. A downstream whose
+    previous run still runs (here or on another host) is not claimed: it stays owed, and a
+    later round or tick (any host) claims it once that run ended, within the chain window;
+    past it, the slot is recorded skipped saying why. Says "waits" once per slot per tick."""
+    out = []
+    for p in todo:
+        busy = previous_run(store, config, p.task.id) if p.action == "run" else None
+        if busy is None:
+            out.append(p)
+        elif now - p.slot > p.task.chain_window:
+            out.append(Pending(p.task, "skip", p.slot, f"{p.reason}, but the previous run was"
+                               f" {busy} for longer than the chain window"
+                               f" ({int(p.task.chain_window)} s)"))
+        elif (p.task.id, p.slot) not in said:
+            said.add((p.task.id, p.slot))
+            say(f"{p.task.id}: waits for the previous run ({busy}) before its run for"
+                f" {_when(p.slot, schedule_zone(p.task, config))} ({p.reason}); not claimed yet")
+    return out
 
 
 def alert_skip(store: Store, config: object, task: Task, reason: str, now: float,

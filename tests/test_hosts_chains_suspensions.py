@@ -1,0 +1,131 @@
+"""Issue 23 (items 5 and 6), several hosts on one PostgreSQL: a chain's downstream owed while
+its previous run still runs on another host waits instead of being skipped; a suspension is
+lifted by a change of the file's content, never by its age (a fresh copy of the same bytes)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import Counter
+from pathlib import Path
+
+from conftest import render_task, run_cli
+from test_hosts import history, make_home, start_tick
+
+BEFORE = "2026-11-23T09:59:00+00:00"
+T1000 = "2026-11-23T10:00:00+00:00"
+T1001 = "2026-11-23T10:01:00+00:00"
+T1002 = "2026-11-23T10:02:00+00:00"
+
+
+def wait_for(path: Path, seconds: float = 120.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_a_downstream_owed_while_its_previous_run_holds_another_host_runs_once_later(
+        pg_url, tmp_path):
+    """a runs extract at 10:00 and its downstream, which blocks on a marker; meanwhile b runs
+    extract at 10:01: b must not record the 10:01 downstream `skipped`, only say it waits. Once
+    the first downstream ends, the 10:01 one runs exactly once (a's tick finds it owed)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    go = tmp_path / "go"
+    homes = []
+    for name in ("a", "b"):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        tasks = home / "tasks"
+        (tasks / "extract.md").write_text(render_task(
+            "extract", schedule="* 10 * * *", command=f"echo {name} >> {marks}/extract"),
+            encoding="utf-8")
+        (tasks / "load.md").write_text(render_task(
+            "load", schedule="after extract", timeout="10m",
+            command=f"touch {marks}/load-started-$MDCRON_RUN_ID;"
+                    f" while [ ! -e {go} ]; do sleep 0.05; done; echo {name} >> {marks}/load"),
+            encoding="utf-8")
+        homes.append(home)
+    a, b = homes
+    for home in homes:
+        out = run_cli(home, "tick", "--now", BEFORE)
+        assert out.returncode == 0, out.stderr
+    first = start_tick(a, T1000)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(marks.glob("load-started-*")):
+            assert time.monotonic() < deadline and first.poll() is None, first.stderr
+            time.sleep(0.05)
+        out = run_cli(b, "tick", "--now", T1001, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "load: waits for the previous run (still running on host a since" in out.stdout
+        assert "skipped" not in out.stdout
+        rows = history(b)
+        assert [(r["task_id"], r["status"]) for r in rows if r["task_id"] == "load"] == \
+            [("load", "running")]
+        again = run_cli(b, "tick", "--now", T1001, timeout=120)  # cron's next try: still waits
+        assert again.returncode == 0 and "waits for the previous run" in again.stdout
+    finally:
+        go.touch()
+        stdout, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr
+    out = run_cli(b, "tick", "--now", T1001, timeout=120)  # nothing more is owed
+    assert out.returncode == 0, out.stderr
+    rows = [r for r in history(a) if r["task_id"] == "load"]
+    assert sorted((r["scheduled_for"], r["status"]) for r in rows) == [
+        (T1000, "success"), (T1001, "success")], rows
+    assert Counter(r["scheduled_for"] for r in rows).most_common(1)[0][1] == 1
+    assert (marks / "load").read_text().split() == ["a", "a"]  # a's round, once it was free
+    assert sorted((marks / "extract").read_text().split()) == ["a", "b"]
+
+
+def suspended_pair(pg_url: str, tmp_path: Path) -> tuple[Path, Path, Path]:
+    """a and b with the same `flaky` file; a's tick suspends it (a's copy: enabled: false)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    homes = []
+    for name in ("a", "b"):
+        home = make_home(tmp_path, name, pg_url, marks, 0)
+        with open(home / "scheduler.yaml", "a", encoding="utf-8") as handle:
+            handle.write("max_consecutive_failures: 1\n")
+        (home / "tasks" / "flaky.md").write_text(render_task(
+            "flaky", "Fails on purpose.\n", schedule="* * * * *", self_heal=False,
+            command=f"echo ran >> {marks}/ran; exit 1"), encoding="utf-8")
+        homes.append(home)
+    a, b = homes
+    assert run_cli(a, "tick", "--now", BEFORE).returncode == 1  # fails, suspended on a
+    assert "enabled: false" in (a / "tasks" / "flaky.md").read_text()
+    return a, b, marks
+
+
+def test_a_fresh_copy_of_a_suspended_task_does_not_lift_the_suspension(pg_url, tmp_path):
+    """b's copy is re-copied (`cp`, a new mtime, the same content: still enabled: true, as it
+    was before a suspended it) and touched into the future: still suspended on every host."""
+    a, b, marks = suspended_pair(pg_url, tmp_path)
+    mine = b / "tasks" / "flaky.md"
+    copy = tmp_path / "fresh-clone.md"
+    shutil.copyfile(mine, copy)
+    mine.unlink()
+    shutil.copyfile(copy, mine)  # a new file, a new mtime, the same bytes
+    later = time.time() + 3600
+    os.utime(mine, (later, later))
+    for home, now in ((b, T1000), (a, T1001), (b, T1002)):
+        out = run_cli(home, "tick", "--now", now)
+        assert out.returncode == 0, out.stderr
+        if home == b:
+            assert "suspended on host a" in out.stdout and "enabled again" not in out.stdout
+    assert (marks / "ran").read_text().split() == ["ran"]  # a's one run only
+
+
+def test_a_real_edit_of_a_suspended_task_lifts_it_for_every_host(pg_url, tmp_path):
+    a, b, marks = suspended_pair(pg_url, tmp_path)
+    mine = b / "tasks" / "flaky.md"
+    text = mine.read_text()
+    mine.write_text(text.replace("exit 1", "exit 0"), encoding="utf-8")
+    out = run_cli(b, "tick", "--now", T1000)
+    assert out.returncode == 0, out.stderr
+    assert "flaky: its file changed after the suspension on host a: enabled again" in out.stdout
+    assert (marks / "ran").read_text().split() == ["ran", "ran"]
+    rows = [r for r in history(b) if r["task_id"] == "flaky"]
+    assert [(r["host"], r["status"]) for r in rows] == [("b", "success"), ("a", "failed")]
