@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 from conftest import render_task, run_cli
@@ -114,18 +115,42 @@ def test_a_fresh_copy_of_a_suspended_task_does_not_lift_the_suspension(pg_url, t
         out = run_cli(home, "tick", "--now", now)
         assert out.returncode == 0, out.stderr
         if home == b:
-            assert "suspended on host a" in out.stdout and "enabled again" not in out.stdout
+            assert "suspended on host a" in out.stdout and "file changed" not in out.stdout
     assert (marks / "ran").read_text().split() == ["ran"]  # a's one run only
 
 
 def test_a_real_edit_of_a_suspended_task_lifts_it_for_every_host(pg_url, tmp_path):
+    """b's copy gets the fixed command, its mtime kept from before the suspension (`rsync -a`
+    of a fix made elsewhere earlier): the content differs, so the suspension is lifted."""
     a, b, marks = suspended_pair(pg_url, tmp_path)
     mine = b / "tasks" / "flaky.md"
     text = mine.read_text()
+    assert "exit 1" in text
     mine.write_text(text.replace("exit 1", "exit 0"), encoding="utf-8")
+    old = datetime.fromisoformat(BEFORE).timestamp() - 3600
+    os.utime(mine, (old, old))
     out = run_cli(b, "tick", "--now", T1000)
     assert out.returncode == 0, out.stderr
     assert "flaky: its file changed after the suspension on host a: enabled again" in out.stdout
     assert (marks / "ran").read_text().split() == ["ran", "ran"]
     rows = [r for r in history(b) if r["task_id"] == "flaky"]
     assert [(r["host"], r["status"]) for r in rows] == [("b", "success"), ("a", "failed")]
+
+
+def test_the_content_hash_ignores_only_what_the_suspension_writes():
+    from conftest import render_task as task
+
+    from mdcron.tasks.content_hash import content_hash
+    from mdcron.tasks.frontmatter_edit import set_keys
+
+    plain = task("x", "Body.\n", schedule="* * * * *", command="echo hi")
+    said_on = task("x", "Body.\n", schedule="* * * * *", enabled=True, command="echo hi")
+    suspended = set_keys(said_on, {"enabled": False, "disabled_reason": "auto_suspended"})
+    added = set_keys(plain, {"enabled": False, "disabled_reason": "auto_suspended"})
+    same = {content_hash(t.encode()) for t in (said_on, suspended)}
+    assert len(same) == 1
+    assert content_hash(plain.encode()) == content_hash(added.encode())
+    assert content_hash(said_on.replace("\n", "\r\n").encode()) in same  # a checkout's CRLF
+    for edit in (said_on.replace("echo hi", "echo ho"), said_on.replace("* * * * *", "0 * * * *"),
+                 said_on.replace("Body.", "Body!")):
+        assert content_hash(edit.encode()) not in same

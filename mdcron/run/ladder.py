@@ -245,8 +245,11 @@ def reload_task(task: Task, config: Config) -> Task:
 
 def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
     """Write `enabled: false` + `disabled_reason: auto_suspended` into the task file (keeping
-    every other byte) and mark it disabled. Returns an error text if the file could not be
-    edited (the alert says so; the task would otherwise run again)."""
+    every other byte) and mark it disabled, with the hash of the file as suspended: another
+    host lifts the suspension only when its copy's content differs (issue 23). Returns an
+    error text if the file could not be edited (the alert says so; the task would otherwise
+    run again)."""
+    from ..tasks.content_hash import file_hash
     from ..tasks.frontmatter_edit import edit_task_file
 
     error = None
@@ -254,5 +257,6 @@ def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
         edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"})
     except Exception as exc:
         error = f"could not write enabled: false into {task.path}: {exc}"
-    store.set_enabled(task.id, False, ctx.clock.now(), suspended=True)
+    store.set_enabled(task.id, False, ctx.clock.now(), suspended=True,
+                      content=file_hash(task.path))
     return error
