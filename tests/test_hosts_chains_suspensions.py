@@ -154,3 +154,55 @@ def test_the_content_hash_ignores_only_what_the_suspension_writes():
     for edit in (said_on.replace("echo hi", "echo ho"), said_on.replace("* * * * *", "0 * * * *"),
                  said_on.replace("Body.", "Body!")):
         assert content_hash(edit.encode()) not in same
+
+
+LOCKER = """
+import fcntl, os, sys, time
+from pathlib import Path
+handle = open(sys.argv[1], "a")
+fcntl.flock(handle, fcntl.LOCK_EX)  # held, nothing written yet: a run that is starting
+Path(sys.argv[2]).touch()
+deadline = time.monotonic() + 300
+while not os.path.exists(sys.argv[3]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+def test_a_downstream_whose_lock_is_taken_meanwhile_gives_its_claim_back(home, tmp_path):
+    """One host: the downstream's lock is taken by another process between the tick's look and
+    its claim (a flock held, its holder not yet recorded). The claim is given back, not
+    recorded `skipped`; the next tick runs that slot, once, and the next one after it."""
+    import subprocess
+    import sys
+
+    from mdcron.settings.config import load_config
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    tasks = home / "tasks"
+    (tasks / "extract.md").write_text(render_task(
+        "extract", schedule="* 10 * * *", command="true"), encoding="utf-8")
+    (tasks / "load.md").write_text(render_task(
+        "load", schedule="after extract", command=f"echo $MDCRON_RUN_ID >> {marks}/load"),
+        encoding="utf-8")
+    assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    lock = load_config(home)[0].locks_dir / "load.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held, go = tmp_path / "held", tmp_path / "go"
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(lock), str(held), str(go)])
+    try:
+        wait_for(held)
+        out = run_cli(home, "tick", "--now", T1000)
+        assert out.returncode == 0, out.stderr
+        assert "load: waits for the previous run (previous run still running)" in out.stdout
+        assert "skipped" not in out.stdout
+        assert [r["task_id"] for r in history(home)] == ["extract"]
+    finally:
+        go.touch()
+        locker.wait(timeout=60)
+    out = run_cli(home, "tick", "--now", T1001)
+    assert out.returncode == 0, out.stderr
+    rows = [r for r in history(home) if r["task_id"] == "load"]
+    assert sorted((r["scheduled_for"], r["status"]) for r in rows) == [
+        (T1000, "success"), (T1001, "success")], rows
+    assert len((marks / "load").read_text().split()) == 2

@@ -240,9 +240,11 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
 
     done: list[tuple[Task, int, object]] = []
     said: set[tuple[str, float]] = set()
+    given_back: set[str] = set()
     for _ in range(MAX_ROUNDS):
         todo = pending_for(store, ctx.config, tasks, skip_ids)  # type: ignore[attr-defined]
         now = ctx.clock.now()  # type: ignore[attr-defined]
+        todo = [p for p in todo if p.task.id not in given_back]
         todo = hold_back(store, ctx.config, todo, now, said, say)  # type: ignore[attr-defined]
         if not todo:
             break
@@ -263,7 +265,10 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
         deferred = start_deferred(ctx, uses, say, healer, describe_outcome)
         outcomes = run_all(to_run)
         done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)
-                 if not o.released]  # given back: owed again (ladder.not_now)
+                 if not o.released]
+        for (t, _), o in zip(to_run, outcomes, strict=True):
+            if o.released:  # given back (ladder.not_now, which said so): the next tick retries
+                given_back.add(t.id)
         ran = deferred.join()
         done += [(o.task, rid, o) for rid, o in ran]
         if not won and not ran:
