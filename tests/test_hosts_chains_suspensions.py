@@ -65,6 +65,8 @@ def test_a_downstream_owed_while_its_previous_run_holds_another_host_runs_once_l
         rows = history(b)
         assert [(r["task_id"], r["status"]) for r in rows if r["task_id"] == "load"] == \
             [("load", "running")]
+        why = run_cli(b, "why", "load")
+        assert "waits for the previous run (still running on host a since" in why.stdout, why
         again = run_cli(b, "tick", "--now", T1001, timeout=120)  # cron's next try: still waits
         assert again.returncode == 0 and "waits for the previous run" in again.stdout
     finally:

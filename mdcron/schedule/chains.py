@@ -9,8 +9,11 @@ window, for the latest of those slots.
 
 Eligibility is read from recorded run rows on every tick (pending_for), never from an in-memory
 event, so a tick that dies between an upstream's success and its downstream's start strands
-nothing: the next tick finds the success row. The tick starts downstreams right after its own
-runs (run_rounds), round after round, so a chain a → b → c completes within one tick.
+nothing: the next tick finds the success row. A downstream whose previous run still runs, here
+or on another host (issue 23), is not claimed but waits, owed, within its chain window
+(hold_back); a claim that loses the race for its lock or lease is given back (ladder.not_now).
+The tick starts downstreams right after its own runs (run_rounds), round after round, so a
+chain a → b → c completes within one tick.
 The queries sit in small functions so that a later state interface can take them over.
 
 Lazy imports: starting and reporting a downstream task needs the run layer (dispatch, resource
@@ -350,8 +353,11 @@ def explain(config: object, task: Task, at: float) -> list[str]:
             lines.append(f"last claimed slot: {_when(state.last_slot, zone)}")
         todo = pending_for(store, config, [task])
         ups = upstream_slots(store, task.after, state.not_before - 1e-6 - task.chain_window)
+        busy = previous_run(store, config, task.id) if todo else None
     for p in todo:
         verb = "due: runs" if p.action == "run" else "the next tick records it skipped"
+        if p.action == "run" and busy is not None:
+            verb = f"waits for the previous run ({busy}), then runs"
         lines.append(f"{verb} for slot {_when(p.slot, zone)}: {p.reason}")
     if not todo:
         for up in task.after:
