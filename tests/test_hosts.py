@@ -434,7 +434,8 @@ def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url
             handle.write("max_consecutive_failures: 1\n")
         (home / "tasks" / "flaky.md").write_text(render_task(
             "flaky", schedule="* * * * *", self_heal=False,
-            command=f"echo {name} >> {marks}/ran; exit 1"), encoding="utf-8")
+            command=f'basename "$PWD" >> {marks}/ran; exit 1'),  # one text: the same file
+            encoding="utf-8")
         homes.append(home)
     a, b = homes
     assert run_cli(a, "tick", "--now", BEFORE).returncode == 1  # fails, suspended on a
@@ -448,7 +449,8 @@ def test_a_suspension_on_one_host_holds_on_the_others_until_enabled_again(pg_url
     assert "suspended on host a" in out.stdout
     assert (marks / "ran").read_text().split() == ["a"]
 
-    os.utime(b / "tasks" / "flaky.md", (at + 30, at + 30))  # edited after the suspension
+    mine = b / "tasks" / "flaky.md"  # edited after the suspension (its content: issue 23)
+    mine.write_text(mine.read_text().replace("; exit 1", "; exit 2"), encoding="utf-8")
     out = run_cli(b, "tick", "--now", "2026-11-23T10:01:00+00:00")
     assert "enabled again" in out.stdout
     assert (marks / "ran").read_text().split() == ["a", "b"]

@@ -67,6 +67,9 @@ def run_all(
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
                 outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
+            if outcome.released:  # a chain's slot, owed again: no row, no alert (issue 23)
+                say(f"{task.id}: {outcome.reason}")
+                return outcome
             say(describe_outcome(outcome))
             after_one(store, ctx, outcome, say)
         return outcome

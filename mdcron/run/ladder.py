@@ -37,6 +37,7 @@ class LadderOutcome:
     heals: list[HealRecord] = field(default_factory=list)
     failures_in_a_row: int = 0
     suspend_error: str | None = None  # the file could not be edited
+    released: bool = False  # a chain's claim given back: the slot waits for the previous run
 
     def summary(self) -> str:
         """'run failed (exit 1) → retry failed (exit 1) → heal changed → retry success'."""
@@ -52,30 +53,43 @@ def execute_claimed(
     ctx: RunContext, store: Store, task: Task, run_id: int, healer: Healer | None = None
 ) -> LadderOutcome:
     """Run a task whose first row (status running) this process owns: take the lock, climb
-    the ladder, release. A lock held by a live earlier run makes this slot `skipped`."""
+    the ladder, release. A lock held by a live earlier run makes this slot `skipped`; for a
+    chain's downstream it gives the claim back instead (not_now)."""
     lock = acquire_task_lock(ctx.config, task.id)
     if lock is None:
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
-        reason = f"previous run still running{since}; this slot is skipped, not queued"
-        store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
-        skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
-        return LadderOutcome(task, skipped, Step.DONE, reason, steps=[(1, "run", skipped)])
+        return not_now(ctx, store, task, run_id, f"previous run still running{since}")
     from ..hosts.lease import FencedOff, task_lease
 
     try:
         with task_lease(ctx, store, task, run_id) as reason:  # issue 11: across hosts
             if reason is not None:  # another host's run of this task holds its lease
-                store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
-                skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
-                return LadderOutcome(task, skipped, Step.DONE, reason,
-                                     steps=[(1, "run", skipped)])
+                return not_now(ctx, store, task, run_id, reason.split(";")[0])
             return climb(ctx, store, task, run_id, lock, healer)
     except FencedOff as exc:  # taken over meanwhile: nothing of this ladder was written
         refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}")
         return LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
     finally:
         lock.release()
+
+
+def not_now(ctx: RunContext, store: Store, task: Task, run_id: int,
+            busy: str) -> LadderOutcome:
+    """The task's previous run still runs (`busy` says where). A plain slot is `skipped`, not
+    queued. A chain's downstream (issue 23) is owed one run per upstream success: its claim is
+    given back, unrecorded, and a later round or tick (any host) claims it again once the
+    previous run ended (chains.run_rounds waits within the chain window)."""
+    row = store.run(run_id) or {}
+    if (task.after and row.get("trigger") == "schedule" and row.get("attempt") == 1
+            and store.release_claim(run_id, task.id, float(row["scheduled_for"]))):
+        reason = f"waits for the previous run ({busy}); not claimed, it runs once that one ends"
+        waiting = RunResult(Outcome.SKIPPED, fail_reason=reason)
+        return LadderOutcome(task, waiting, Step.DONE, reason, released=True)
+    reason = f"{busy}; this slot is skipped, not queued"
+    store.end_running(run_id, Outcome.SKIPPED, reason, ctx.clock.now())
+    skipped = RunResult(Outcome.SKIPPED, fail_reason=reason)
+    return LadderOutcome(task, skipped, Step.DONE, reason, steps=[(1, "run", skipped)])
 
 
 def run_manual(
@@ -234,8 +248,11 @@ def reload_task(task: Task, config: Config) -> Task:
 
 def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
     """Write `enabled: false` + `disabled_reason: auto_suspended` into the task file (keeping
-    every other byte) and mark it disabled. Returns an error text if the file could not be
-    edited (the alert says so; the task would otherwise run again)."""
+    every other byte) and mark it disabled, with the hash of the file as suspended: another
+    host lifts the suspension only when its copy's content differs (issue 23). Returns an
+    error text if the file could not be edited (the alert says so; the task would otherwise
+    run again)."""
+    from ..tasks.content_hash import file_hash
     from ..tasks.frontmatter_edit import edit_task_file
 
     error = None
@@ -245,5 +262,6 @@ def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
         from ..schedule.held import record
 
         error = record(store, task, ctx.clock.now(), exc)
-    store.set_enabled(task.id, False, ctx.clock.now(), suspended=True)
+    store.set_enabled(task.id, False, ctx.clock.now(), suspended=True,
+                      content=file_hash(task.path))
     return error

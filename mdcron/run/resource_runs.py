@@ -129,6 +129,9 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
                 result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
                 store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", now)
                 outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
+            if outcome.released:  # a chain's slot, owed again (issue 23): nothing to report
+                say(f"{task.id}: {outcome.reason}")
+                return None
             return run_id, outcome
         finally:
             held.release()

@@ -9,8 +9,11 @@ window, for the latest of those slots.
 
 Eligibility is read from recorded run rows on every tick (pending_for), never from an in-memory
 event, so a tick that dies between an upstream's success and its downstream's start strands
-nothing: the next tick finds the success row. The tick starts downstreams right after its own
-runs (run_rounds), round after round, so a chain a → b → c completes within one tick.
+nothing: the next tick finds the success row. A downstream whose previous run still runs, here
+or on another host (issue 23), is not claimed but waits, owed, within its chain window
+(hold_back); a claim that loses the race for its lock or lease is given back (ladder.not_now).
+The tick starts downstreams right after its own runs (run_rounds), round after round, so a
+chain a → b → c completes within one tick.
 The queries sit in small functions so that a later state interface can take them over.
 
 Lazy imports: starting and reporting a downstream task needs the run layer (dispatch, resource
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
+from ..core.clock import to_dt
 from ..core.problems import Problem
 from ..state.store import Store, TaskState, state_store
 from ..tasks.task import Task
@@ -238,11 +242,15 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
     from ..run.resource_runs import start as start_deferred
 
     done: list[tuple[Task, int, object]] = []
+    said: set[tuple[str, float]] = set()
+    given_back: set[str] = set()
     for _ in range(MAX_ROUNDS):
         todo = pending_for(store, ctx.config, tasks, skip_ids)  # type: ignore[attr-defined]
+        now = ctx.clock.now()  # type: ignore[attr-defined]
+        todo = [p for p in todo if p.task.id not in given_back]
+        todo = hold_back(store, ctx.config, todo, now, said, say)  # type: ignore[attr-defined]
         if not todo:
             break
-        now = ctx.clock.now()  # type: ignore[attr-defined]
         plain = [p for p in todo if not (p.action == "run" and p.task.uses)]
         won = store.claim_slots(
             [(p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
@@ -259,12 +267,49 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
         # type: ignore[arg-type]
         deferred = start_deferred(ctx, uses, say, healer, describe_outcome)
         outcomes = run_all(to_run)
-        done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)]
+        done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)
+                 if not o.released]
+        for (t, _), o in zip(to_run, outcomes, strict=True):
+            if o.released:  # given back (ladder.not_now, which said so): the next tick retries
+                given_back.add(t.id)
         ran = deferred.join()
         done += [(o.task, rid, o) for rid, o in ran]
         if not won and not ran:
             break  # nothing moved (claimed by another tick, or a resource stays busy)
     return done
+
+
+def previous_run(store: Store, config: object, task_id: str) -> str | None:
+    """Where the task's previous run still runs: here (its lock is held by a live run) or on
+    another host (its lease, by the database's clock); None when it may start."""
+    if upstream_busy(config, task_id):
+        return "still running on this host"
+    busy = store.lease_busy(task_id) if store.url else None
+    if busy is None:
+        return None
+    return f"still running on host {busy.host} since {to_dt(busy.since):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def hold_back(store: Store, config: object, todo: list[Pending], now: float,
+              said: set[tuple[str, float]], say: Callable[[str], None]) -> list[Pending]:
+    """Issue 23: a successful upstream is owed exactly one downstream run. A downstream whose
+    previous run still runs (here or on another host) is not claimed: it stays owed, and a
+    later round or tick (any host) claims it once that run ended, within the chain window;
+    past it, the slot is recorded skipped saying why. Says "waits" once per slot per tick."""
+    out = []
+    for p in todo:
+        busy = previous_run(store, config, p.task.id) if p.action == "run" else None
+        if busy is None:
+            out.append(p)
+        elif now - p.slot > p.task.chain_window:
+            out.append(Pending(p.task, "skip", p.slot, f"{p.reason}, but the previous run was"
+                               f" {busy} for longer than the chain window"
+                               f" ({int(p.task.chain_window)} s)"))
+        elif (p.task.id, p.slot) not in said:
+            said.add((p.task.id, p.slot))
+            say(f"{p.task.id}: waits for the previous run ({busy}) before its run for"
+                f" {_when(p.slot, schedule_zone(p.task, config))} ({p.reason}); not claimed yet")
+    return out
 
 
 def alert_skip(store: Store, config: object, task: Task, reason: str, now: float,
@@ -308,8 +353,11 @@ def explain(config: object, task: Task, at: float) -> list[str]:
             lines.append(f"last claimed slot: {_when(state.last_slot, zone)}")
         todo = pending_for(store, config, [task])
         ups = upstream_slots(store, task.after, state.not_before - 1e-6 - task.chain_window)
+        busy = previous_run(store, config, task.id) if todo else None
     for p in todo:
         verb = "due: runs" if p.action == "run" else "the next tick records it skipped"
+        if p.action == "run" and busy is not None:
+            verb = f"waits for the previous run ({busy}), then runs"
         lines.append(f"{verb} for slot {_when(p.slot, zone)}: {p.reason}")
     if not todo:
         for up in task.after:

@@ -119,3 +119,13 @@ class LeasesTable(Tables):
         row = self.connect().execute("SELECT holder, host, run_id, fence FROM leases"
                                      " WHERE task_id = ?", (task_id,)).fetchone()
         return LeaseRow._make(row) if row else None
+
+    def lease_busy(self, task_id: str) -> Busy | None:
+        """Another host's holder within its lease (database clock), or None: the chains ask
+        before claiming a downstream (an expired holder is taken over by the claim's run)."""
+        now_sql = db_now(self.dialect)
+        row = self.connect().execute(
+            f"SELECT host, coalesce((SELECT started_at FROM runs WHERE runs.id = leases.run_id),"
+            f" acquired_at), expires_at FROM leases WHERE task_id = ? AND holder IS NOT NULL"
+            f" AND host != ? AND expires_at > {now_sql}", (task_id, self.host or "")).fetchone()
+        return Busy(row[0], float(row[1]), float(row[2])) if row else None

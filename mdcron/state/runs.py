@@ -90,6 +90,22 @@ class RunsTable(Tables):
                     )
         return won
 
+    def release_claim(self, run_id: int, task_id: str, slot: float) -> bool:
+        """Give back a claim that never started (a chain's downstream whose previous run still
+        holds the task): its row goes and last_slot steps back to the claim before it (unless
+        a later slot was claimed meanwhile), so the slot is owed again to whichever tick, on
+        any host, finds the task free. Only the owner's row still marked running goes."""
+        with self.write() as db:
+            cur = db.execute("DELETE FROM runs WHERE id = ? AND status = 'running'", (run_id,))
+            if cur.rowcount != 1:
+                return False
+            db.execute(
+                "UPDATE task_state SET last_slot = (SELECT max(scheduled_for) FROM runs"
+                " WHERE task_id = ? AND trigger = 'schedule' AND attempt = 1"
+                " AND scheduled_for < ?) WHERE task_id = ? AND last_slot = ?",
+                (task_id, slot, task_id, slot))
+        return True
+
     def start_run(
         self,
         task_id: str,

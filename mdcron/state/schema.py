@@ -4,7 +4,7 @@ Append a step for every change; never edit a step that has shipped (a user's dat
 went through it).
 """
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
@@ -179,6 +179,11 @@ MIGRATIONS: list[str] = [
         expires_at REAL                 -- the database's clock; renewed while the run lives
     );
     """,
+    # 7: issue 23, a suspension is lifted by a change of the file's content, not its mtime:
+    # the hash of the file as suspended, minus the keys the scheduler wrote (hosts/peers.py).
+    """
+    ALTER TABLE task_state ADD COLUMN suspended_hash TEXT;
+    """,
 ]
 
 # PostgreSQL (issue 11, pgstate.py): a new database gets this, the schema at version 5, in one
@@ -326,5 +331,8 @@ CREATE TABLE leases (
     acquired_at DOUBLE PRECISION NOT NULL,
     expires_at DOUBLE PRECISION
 );
+""",
+    6: """
+ALTER TABLE task_state ADD COLUMN suspended_hash TEXT;
 """,
 }

@@ -49,10 +49,12 @@ class StateRow(NamedTuple):
 
 
 class Suspension(NamedTuple):
-    """A suspension by the ladder on some host (issue 11): when, and by which host."""
+    """A suspension by the ladder on some host (issue 11): when, by which host, and the hash of
+    its file as suspended (issue 23, tasks/content_hash.py; None: made before it was kept)."""
 
     at: float
     by: str | None
+    hash: str | None = None
 
 
 def state_rows(db) -> dict[str, StateRow]:  # db: a connection (sqlite3 or pgstate)
@@ -108,10 +110,11 @@ class TaskStateTable(Tables):
         return states
 
     def set_enabled(self, task_id: str, enabled: bool, now: float,
-                    suspended: bool = False) -> None:
+                    suspended: bool = False, content: str | None = None) -> None:
         """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules.
         `suspended`: the ladder suspends it; every host honours that until it is enabled
-        again (issue 11, hostlease.honour_suspensions); enabling clears it."""
+        again (issue 11, hostlease.honour_suspensions) or its file's `content` hash changes
+        (issue 23); enabling clears it."""
         with self.write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled)"
@@ -124,13 +127,14 @@ class TaskStateTable(Tables):
                     " AND enabled = 0",
                     (minute_floor(now), task_id),
                 )
-                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
-                           " WHERE task_id = ?", (task_id,))
+                db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL,"
+                           " suspended_hash = NULL WHERE task_id = ?", (task_id,))
             else:
                 db.execute("UPDATE task_state SET enabled = 0 WHERE task_id = ?", (task_id,))
             if suspended:
-                db.execute("UPDATE task_state SET suspended_at = ?, suspended_by = ?"
-                           " WHERE task_id = ?", (now, self.host, task_id))
+                db.execute("UPDATE task_state SET suspended_at = ?, suspended_by = ?,"
+                           " suspended_hash = ? WHERE task_id = ?",
+                           (now, self.host, content, task_id))
 
     def count_failure(self, task_id: str, failed: bool) -> int:
         """Advance or reset the consecutive-failure count; returns the new count."""
@@ -175,12 +179,13 @@ class TaskStateTable(Tables):
 
     def suspensions(self) -> dict[str, Suspension]:
         """The suspended tasks by id (every host honours them, hosts/peers.py)."""
-        return {r[0]: Suspension(float(r[1]), r[2]) for r in self.connect().execute(
-            "SELECT task_id, suspended_at, suspended_by FROM task_state"
+        return {r[0]: Suspension(float(r[1]), r[2], r[3]) for r in self.connect().execute(
+            "SELECT task_id, suspended_at, suspended_by, suspended_hash FROM task_state"
             " WHERE suspended_at IS NOT NULL").fetchall()}
 
     def clear_suspension(self, task_id: str, at: float) -> None:
         """Lift the task's suspension, unless a newer one replaced the one made `at`."""
         with self.write() as db:
-            db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL"
-                       " WHERE task_id = ? AND suspended_at = ?", (task_id, at))
+            db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL,"
+                       " suspended_hash = NULL WHERE task_id = ? AND suspended_at = ?",
+                       (task_id, at))
