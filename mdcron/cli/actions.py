@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..core.private_files import open_private
 from ..schedule.cache import load_task_set
 from ..schedule.pause import pauses, set_pause
 from ..settings.config import Config
@@ -39,7 +40,7 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
     if until is not None and until <= now:
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
-    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
+    edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason}, root=config.home)
     with state_store(config) as store:
         store.set_enabled(task.id, enabled, now)
     set_pause(str(config.home), task.id, until, str(task.path) if until is not None else None)
@@ -54,9 +55,9 @@ def start_run(config: Config, task_id: str, environ: dict[str, str] | None = Non
     """`scheduler.py run <id>` in its own process and session, exactly as a person would start
     it: the caller does not wait (the web page follows the run through the store)."""
     task = load_task(config, task_id)
-    log = config.state_dir / "web-runs.log"
-    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    log = config.state_dir / "web-runs.log"  # state/ walked from the home, never followed
+    fd = open_private(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, root=config.home)
+    with os.fdopen(fd, "ab") as out:
         return subprocess.Popen(
             [sys.executable, str(SCHEDULER), "--home", str(config.home), "run", task.id],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
+from ..core import safe_fs
 from ..core.envref import ENV_REF
 from ..core.problems import Problem
 from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
@@ -112,7 +113,7 @@ def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
     marker = state_dir / MARKER
     digest = hashlib.sha256(body.encode()).hexdigest()
     try:
-        seen = json.loads(marker.read_text(encoding="utf-8"))
+        seen = json.loads(safe_fs.read_regular(marker, 1 << 20, root=state_dir.parent))
         if not isinstance(seen, dict):
             seen = {}
     except (OSError, ValueError):
@@ -123,12 +124,9 @@ def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
         return False
     seen[what] = {"digest": digest, "at": now}
     try:
-        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = state_dir / f".{MARKER}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(seen, handle)
-        os.replace(tmp, marker)
+        # state/ walked from the home, made 0700, never through a symlink (core/safe_fs.py)
+        safe_fs.replace_file(marker, json.dumps(seen).encode("utf-8"), root=state_dir.parent,
+                             create_dirs=True)
     except OSError:
         pass
     return True

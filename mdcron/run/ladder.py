@@ -51,8 +51,15 @@ def execute_claimed(
     ctx: RunContext, store: Store, task: Task, run_id: int, healer: Healer | None = None
 ) -> LadderOutcome:
     """Run a task whose first row (status running) this process owns: take the lock, climb
-    the ladder, release. A lock held by a live earlier run makes this slot `skipped`."""
-    lock = acquire_task_lock(ctx.config, task.id)
+    the ladder, release. A lock held by a live earlier run makes this slot `skipped`; a lock
+    file that cannot be opened (its folder a symlink: safe_fs.py) fails it with that line."""
+    try:
+        lock = acquire_task_lock(ctx.config, task.id)
+    except OSError as exc:
+        reason = f"cannot open its lock file: {exc}"
+        store.end_running(run_id, Outcome.FAILED, reason, ctx.clock.now())
+        failed = RunResult(Outcome.FAILED, fail_reason=reason)
+        return LadderOutcome(task, failed, Step.GIVE_UP, reason, steps=[(1, "run", failed)])
     if lock is None:
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
@@ -237,7 +244,8 @@ def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
 
     error = None
     try:
-        edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"})
+        edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"},
+                       root=ctx.config.home)
     except Exception as exc:
         error = f"could not write enabled: false into {task.path}: {exc}"
     store.set_enabled(task.id, False, ctx.clock.now(), suspended=True)

@@ -22,7 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
+from ..core import safe_fs
+
 STALE_GRACE = 60.0  # a live holder past its deadline + this many seconds is stale
+INFO_LIMIT = 64 * 1024  # bytes of a lock file read: a holder record is ~300
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +135,13 @@ def _unlock(fh: IO[str]) -> None:
 
 
 class TaskLock:
-    """One task's lock file. try_acquire never blocks."""
+    """One task's lock file. try_acquire never blocks. With `root` (the home) the folders from
+    it to the file are walked, and made, without following a symlink (safe_fs.py): a
+    `state/locks` swapped for a link cannot make the tick truncate a file elsewhere."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, root: Path | None = None):
         self.path = path
+        self.root = root
         self._fh: IO[str] | None = None
 
     @property
@@ -148,8 +154,14 @@ class TaskLock:
         return self._fh.fileno()
 
     def try_acquire(self) -> bool:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock if free. OSError (safe_fs.UnsafePath: one line saying which folder is
+        a symlink) when the file cannot be opened."""
+        root = self.root
+        if root is None:  # the folder as given (tests): only the file itself is not followed
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            root = self.path.parent
+        fd = safe_fs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600, root=root,
+                               create_dirs=True)
         fh = os.fdopen(fd, "r+", encoding="utf-8")
         if not _lock(fh):
             fh.close()
@@ -185,8 +197,8 @@ class TaskLock:
 
 
 def read_info(path: Path) -> LockInfo | None:
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # not followed, never waited on: a FIFO or link in a lock's place reads as no holder
+        text = safe_fs.read_regular(path, INFO_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     return LockInfo.from_json(text) if text.strip() else None

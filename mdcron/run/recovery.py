@@ -47,7 +47,7 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
             continue
         if owner_alive:
             continue  # its tick is still working on it (or between claim and lock)
-        lock = TaskLock(path)
+        lock = TaskLock(path, config.home)
         if not lock.try_acquire():  # the task outlived its tick and is still within its time
             if store.url:  # issue 11: its lease lives on as the flock does (hosts/lease.py)
                 store.extend_lease(task_id, config.lease_seconds)

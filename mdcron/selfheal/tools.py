@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import safe_fs
 from ..core.private_files import make_private_dirs, write_private
 from ..settings.config import Config
 from ..tasks.frontmatter_edit import write_atomic
@@ -44,6 +45,7 @@ PROTECTED = ("id", "enabled", "disabled_reason", "self_heal", "notify_on", "noti
 FORBIDDEN_TOP = frozenset({"mdcron", "prompts", "state", "logs", ".git", ".venv"})
 FORBIDDEN_FILES = frozenset({"scheduler.py", "scheduler.yaml"})
 READ_LIMIT = 32 * 1024  # characters of a file returned by read_file
+FILE_LIMIT = 16 << 20  # bytes: a bigger file is neither edited nor backed up by a heal
 LIST_LIMIT = 200  # entries returned by list_dir
 ECHO_LIMIT = 16 * 1024  # longer tool inputs are shortened when the conversation is sent again
 MANIFEST = "MANIFEST.mdcron.json"
@@ -107,9 +109,12 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Bytes through the one atomic writer (backups may not be UTF-8)."""
-    write_atomic(path, data)
+def atomic_write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Bytes through the one atomic writer (backups may not be UTF-8). `path` is a real path
+    (resolved by a check); the folders from `root` (default "/") to it are walked again without
+    following a symlink, and the temporary file and the rename stay inside the folder found
+    then: a folder swapped for a symlink after the check is refused (safe_fs.UnsafePath)."""
+    write_atomic(path, data, root=root if root is not None else Path("/"))
 
 
 @dataclass
@@ -234,8 +239,7 @@ class Sandbox:
         real = self.check_read(path)
         if not real.is_file():
             raise Refused(f"{path!r} is not a file" + ("" if real.exists() else " (not found)"))
-        with open(real, "rb") as handle:
-            data = handle.read(READ_LIMIT * 4 + 1)
+        data = _read_regular(real, READ_LIMIT * 4, self.home, path)
         text = data.decode("utf-8", errors="replace")
         if len(text) > READ_LIMIT or len(data) > READ_LIMIT * 4:
             size = real.stat().st_size
@@ -284,7 +288,7 @@ class Sandbox:
         if not real.is_file():
             raise Refused(f"{path!r} is not a file" + ("" if real.exists() else " (not found)"))
         try:
-            return real.read_bytes().decode("utf-8")
+            return _read_regular(real, FILE_LIMIT, self.home, path).decode("utf-8")
         except UnicodeDecodeError:
             raise Refused(f"{path!r} is not UTF-8 text; use write_file to replace it") from None
 
@@ -297,7 +301,7 @@ class Sandbox:
         if real == self.task_file:
             self._check_task_text(text)
         self._backup(real)
-        write_atomic(real, text)
+        write_atomic(real, text, root=self.home)
         self.written += len(data)
 
     def _check_task_text(self, text: str) -> None:
@@ -306,7 +310,8 @@ class Sandbox:
             errors = "; ".join(str(p) for p in problems if p.severity == "error")
             raise Refused(f"the edited task file would not validate, so it was not written: "
                           f"{errors}")
-        before = self.originals.get(self.task_file) or self.task_file.read_bytes()
+        before = self.originals.get(self.task_file) or _read_regular(
+            self.task_file, FILE_LIMIT, self.home, self.rel(self.task_file))
         old, _ = parse_task_text(before.decode("utf-8", errors="replace"), self.task.path,
                                  self.config)
         old = old or self.task
@@ -318,13 +323,13 @@ class Sandbox:
     def _backup(self, real: Path) -> None:
         if real in self.originals:
             return
-        make_private_dirs(self.backup_dir)
+        make_private_dirs(self.backup_dir, root=self.config.home)
         try:
-            before = real.read_bytes()
+            before = _read_regular(real, FILE_LIMIT, self.home, real)
         except FileNotFoundError:
             before = None
         if before is not None:
-            write_private(self.backup_dir / self.rel(real), before)
+            write_private(self.backup_dir / self.rel(real), before, root=self.config.home)
         self.originals[real] = before
 
     # -- the outcome ---------------------------------------------------------------------------
@@ -359,7 +364,8 @@ class Sandbox:
             for p, before in self.originals.items()
         ]
         record = {"task": self.task.id, "heal": heal_id, "home": str(self.home), "files": files}
-        write_private(self.backup_dir / MANIFEST, json.dumps(record, indent=1).encode())
+        write_private(self.backup_dir / MANIFEST, json.dumps(record, indent=1).encode(),
+                      root=self.config.home)
 
     def roll_back(self) -> None:
         """Put every file this heal touched back as it was."""
@@ -370,14 +376,28 @@ class Sandbox:
                 except FileNotFoundError:
                     pass
             elif _read(real) != before:
-                atomic_write_bytes(real, before)
+                atomic_write_bytes(real, before, root=self.home)
 
 
 def _read(path: Path) -> bytes | None:
+    """What is at `path` now; None when nothing regular is (a FIFO swapped in is not waited on,
+    and roll_back then puts the original back in its place)."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
+        return safe_fs.read_regular(path, FILE_LIMIT)
+    except (FileNotFoundError, safe_fs.NotRegular):
         return None
+
+
+def _read_regular(real: Path, limit: int, home: Path, shown: object) -> bytes:
+    """A file the heal reads or edits, walked from the home without following a symlink; a
+    FIFO or device swapped in after the check is refused, never waited on."""
+    try:
+        data = safe_fs.read_regular(real, limit, root=home)
+    except safe_fs.UnsafePath as exc:
+        raise Refused(f"cannot use {shown!r}: {exc}") from None
+    if limit == FILE_LIMIT and len(data) > limit:
+        raise Refused(f"{shown!r} is larger than {limit} bytes; self-heal leaves it alone")
+    return data
 
 
 def _symlink_on_the_way(home: Path, candidate: Path) -> str | None:

@@ -16,20 +16,27 @@ import json
 import os
 from pathlib import Path
 
+from ..core import safe_fs
 from ..core.outcome import Outcome, RunResult
 
 NAME = "spool.jsonl"
+READ_LIMIT = 256 << 20  # bytes of a spool read at once (a line is ~1 KiB)
+
+
+def _append(state_dir: Path, text: str) -> None:
+    """Append durably (owner-only file, fsync); state/ walked from the home, never followed."""
+    fd = safe_fs.open_file(state_dir / NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600,
+                           root=state_dir.parent, create_dirs=True)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def add(state_dir: Path, entry: dict) -> None:
     """Append one line durably (owner-only file, fsync)."""
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(state_dir / NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _append(state_dir, json.dumps(entry, sort_keys=True) + "\n")
 
 
 def pending(state_dir: Path) -> bool:
@@ -44,13 +51,23 @@ def replay(store, state_dir: Path,
     path = state_dir / NAME
     if not path.exists():
         return []
-    taking = path.with_name(f".{NAME}.{os.getpid()}")
+    taking = f".{NAME}.{os.getpid()}"
+    dir_fd = safe_fs.open_dir(state_dir.parent, state_dir)
     try:
-        os.replace(path, taking)  # lines added from now on go to a new file
+        return _replay(store, state_dir, dir_fd, taking, recorded)
+    finally:
+        os.close(dir_fd)
+
+
+def _replay(store, state_dir: Path, dir_fd: int, taking: str, recorded: list | None) -> list[str]:
+    try:  # lines added from now on go to a new file
+        os.rename(NAME, taking, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except FileNotFoundError:
         return []  # another tick took it
     said = []
-    lines = taking.read_text(encoding="utf-8").splitlines()
+    fd = safe_fs.open_at(dir_fd, taking, os.O_RDONLY, shown=str(state_dir / taking))
+    with os.fdopen(fd, "rb") as handle:
+        lines = handle.read(READ_LIMIT).decode("utf-8").splitlines()
     for i, line in enumerate(lines):
         try:
             e = json.loads(line)
@@ -63,12 +80,11 @@ def replay(store, state_dir: Path,
             if result is not None and recorded is not None:
                 recorded.append((e["run_id"], result))
         except BaseException:  # the database went away again: keep what is left
-            for rest in lines[i + 1:]:
-                with open(state_dir / NAME, "a", encoding="utf-8") as handle:
-                    handle.write(rest + "\n")
-            taking.unlink()
+            if lines[i + 1:]:
+                _append(state_dir, "".join(rest + "\n" for rest in lines[i + 1:]))
+            os.unlink(taking, dir_fd=dir_fd)
             raise
-    taking.unlink()
+    os.unlink(taking, dir_fd=dir_fd)
     return said
 
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state
+from ..core import safe_fs
 from ..core.clock import to_dt
 from ..settings.config import Config, ConfigError, load_config
 from ..state.runs import RunFilter
@@ -204,7 +205,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
             fires.append(nxt.astimezone(sched.zone).isoformat())
             t = nxt
     try:
-        raw = task.path.read_bytes()[:LOG_TAIL].decode("utf-8", "replace")
+        raw = safe_fs.read_regular(task.path, LOG_TAIL)[:LOG_TAIL].decode("utf-8", "replace")
     except OSError:
         raw = ""
     front, _, _ = raw.partition("\n---")
