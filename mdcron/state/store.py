@@ -174,7 +174,8 @@ def _refuse_symlinks(path: Path) -> None:
     try:
         os.close(safe_fs.open_dir(path.parent.parent, path.parent, create=True))
     except safe_fs.UnsafePath as exc:
-        raise StoreError(f"the state folder cannot be used: {exc}. Nothing ran.") from None
+        raise StoreError(f"the state database {path} cannot be opened: {exc}. Nothing ran."
+                         ) from None
     if os.path.islink(path):
         raise StoreError(f"the state database {path} is a symlink; mdcron does not open its"
                          " database through a link: move the real file into its place."
