@@ -230,6 +230,23 @@ def _python() -> Check:
                  "install Python 3.11 or newer and recreate .venv with it")
 
 
+def _links(home: Path) -> Check:
+    """The folders mdcron writes into must be real folders: every write walks them without
+    following a symlink (core/safe_fs.py), so a link there makes those writes fail."""
+    places = [home / p for p in ("state", "state/locks", "state/resources", "logs",
+                                 "logs/runs", "logs/heal-backups", "logs/incidents")]
+    runs = home / "logs" / "runs"
+    if runs.is_dir() and not runs.is_symlink() and not (home / "logs").is_symlink():
+        places += sorted(runs.iterdir())
+    links = [p for p in places if p.is_symlink()]
+    if not links:
+        return Check("symlinks", "ok", "no symlink where mdcron writes (state/, logs/)")
+    shown = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")
+    return Check("symlinks", "fail", f"{shown}: a symlink where mdcron writes; those writes"
+                 " are refused (runs fail, or nothing runs for state/)",
+                 "replace each link with a real folder (move its content in)")
+
+
 def _private(path: Path) -> bool:
     return stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
 
@@ -245,9 +262,10 @@ def _folders(home: Path) -> list[Check]:
                          f"mkdir {tasks} and put task files (*.md) in it"))
     else:
         out.append(Check("tasks folder", "ok", str(tasks)))
+    out.append(_links(home))
     exposed = []
     for folder in (home / "state", home / "logs"):
-        if not folder.exists():
+        if not folder.exists() or folder.is_symlink():
             continue
         for root, dirs, files in os.walk(folder):
             for name in [*dirs, *files]:
@@ -397,7 +415,7 @@ def _immutable(path: Path) -> bool:
         import fcntl
         import struct
 
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
         try:
             buf = fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0))  # FS_IOC_GETFLAGS
         finally:

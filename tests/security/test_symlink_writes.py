@@ -87,6 +87,9 @@ def test_a_symlinked_folder_is_never_written_through(home: Path, tmp_path: Path,
         logs = list((home / "logs" / "runs" / "b").iterdir())
         assert len(logs) == 1 and logs[0].read_text() == "b-ran\n"
     assert out.returncode != 0
+    doctor = run_cli(home, "doctor")
+    assert f"fail symlinks: {link}" in doctor.stdout, doctor.stdout
+    assert snapshot(outside) == before
 
 
 def test_the_heal_writer_refuses_a_folder_swapped_after_the_check(home: Path, tmp_path: Path):
