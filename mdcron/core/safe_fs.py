@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _KINDS = {stat.S_IFREG: "a file", stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a folder",
@@ -301,7 +300,6 @@ def remove_file(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | 
 
 
 def ensure_dir(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None,
-               mode: int = 0o700) -> Path:
-    """Make the folder `path` (and those on the way) under root, refusing symlinks; path."""
+               mode: int = 0o700) -> None:
+    """Make the folder `path` (and those on the way) under root, refusing symlinks."""
     os.close(open_dir(root, path, create=True, mode=mode))
-    return Path(path)
