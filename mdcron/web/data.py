@@ -247,8 +247,9 @@ def _tail(path: Path, config: Config) -> tuple[str, bool]:
         real = Path(os.path.realpath(path))
         if not real.is_relative_to(os.path.realpath(config.logs_dir)):
             return "", False
-        size = real.stat().st_size
-        with open(real, "rb") as fh:
+        fd = safe_fs.open_at(None, str(real), os.O_RDONLY)  # a FIFO there: refused, no wait
+        size = os.fstat(fd).st_size
+        with os.fdopen(fd, "rb") as fh:
             fh.seek(max(0, size - LOG_TAIL))
             return fh.read().decode("utf-8", "replace"), size > LOG_TAIL
     except OSError:
