@@ -233,17 +233,18 @@ def _python() -> Check:
 def _links(home: Path) -> Check:
     """The folders mdcron writes into must be real folders: every write walks them without
     following a symlink (core/safe_fs.py), so a link there makes those writes fail."""
-    places = [home / p for p in ("state", "state/locks", "state/resources", "logs",
+    places = [home / p for p in ("tasks", "state", "state/locks", "state/resources", "logs",
                                  "logs/runs", "logs/heal-backups", "logs/incidents")]
     runs = home / "logs" / "runs"
     if runs.is_dir() and not runs.is_symlink() and not (home / "logs").is_symlink():
         places += sorted(runs.iterdir())
     links = [p for p in places if p.is_symlink()]
     if not links:
-        return Check("symlinks", "ok", "no symlink where mdcron writes (state/, logs/)")
+        return Check("symlinks", "ok", "no symlink where mdcron writes (tasks/, state/, logs/)")
     shown = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")
     return Check("symlinks", "fail", f"{shown}: a symlink where mdcron writes; those writes"
-                 " are refused (runs fail, or nothing runs for state/)",
+                 " are refused (runs fail; for state/ nothing runs; for tasks/ `disable` and"
+                 " suspensions cannot edit the files)",
                  "replace each link with a real folder (move its content in)")
 
 
