@@ -102,7 +102,7 @@ def run_incident_command(command: str, incident: Mapping[str, object], *, home: 
         result = run_command(
             CommandSpec(["/bin/sh", "-c", script], home, env, timeout),
             log_path=log_path, max_log_bytes=1024 * 1024, tail_bytes=2048,
-            kill_grace=kill_grace,
+            kill_grace=kill_grace, log_root=home,
         )
         if result.ok:
             return None

@@ -22,7 +22,6 @@ Also here, because self-heal and comments share them: owner-only files and JSON-
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from collections.abc import Mapping
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.outcome import Outcome, RunResult, envelope_error
-from ..core.private_files import make_private_dirs, write_private
+from ..core.private_files import append_private, write_private
 from ..core.units import format_duration
 from ..settings.claude import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported
 from ..settings.claude import ClaudeConfig as ClaudeConfig
@@ -247,7 +246,7 @@ def run_claude_task(
         output += "\n"
     log_error = None
     try:
-        write_private(log_path, output.encode("utf-8"))
+        write_private(log_path, output.encode("utf-8"), root=config.home)
     except OSError as exc:
         log_error = f"[log write failed: {exc}]"
     tail = _tail(output, config.output_tail_bytes)
@@ -270,12 +269,7 @@ def _tail(text: str, size: int) -> str:
 # --- templates (templates.py, re-exported) and files -------------------------------------------
 
 
-def append_jsonl(path: Path, record: Mapping[str, object]) -> None:
-    """Append one JSON line to an owner-only audit log (one write call, O_APPEND)."""
-    make_private_dirs(path.parent)
+def append_jsonl(path: Path, record: Mapping[str, object], *, root: Path) -> None:
+    """Append one JSON line to an owner-only audit log under `root` (one write, O_APPEND)."""
     line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+    append_private(path, line.encode("utf-8"), root=root)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..core import safe_fs
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.frontmatter_edit import EditError, edit_task_file, set_keys
@@ -37,6 +38,7 @@ UPDATABLE = ("schedule", "timeout", "retry", "notify_on", "notify_to", "tags", "
 MAX_COMMENT_CHARS = 8000
 UNREAD = "comments left unread: "  # a run decision that read nothing starts so
 CHECK_BOUND = 60.0  # seconds the check may delay a run, retries included
+TASK_TEXT_LIMIT = 1 << 20  # a task file's own bound (taskfile.MAX_BYTES)
 
 DECIDE_TOOL: dict[str, Any] = {
     "name": "decide",
@@ -107,7 +109,7 @@ def check_comments(
         deadline = time.monotonic() + min(CHECK_BOUND,
                                           cfg.timeout * (cfg.max_retries + 1) + 5)
     try:
-        text = task.path.read_text(encoding="utf-8")
+        text = _task_text(task, config)
         prompt = render_template(config, TEMPLATE, {
             "task_id": task.id, "task_file": _rel(task, config), "task_text": text,
             "comments": _format(pending), "now": _iso(now),
@@ -134,7 +136,7 @@ def check_comments(
         "applied_updates": decision.applied_updates, **session.usage.as_extra(),
     }
     try:
-        append_jsonl(config.logs_dir / AUDIT_LOG, record)
+        append_jsonl(config.logs_dir / AUDIT_LOG, record, root=config.home)
     except OSError:
         pass  # the decision is in the database; a full disk must not stop the run
     if refusal is not None:
@@ -155,7 +157,8 @@ def _apply(task: Task, config: Config, requested: object) -> tuple[CommentDecisi
         return CommentDecision(action, reason), None
     if action == "pause":
         try:
-            edit_task_file(task.path, {"enabled": False, "disabled_reason": "paused"})
+            edit_task_file(task.path, {"enabled": False, "disabled_reason": "paused"},
+                           root=config.home)
         except (EditError, OSError) as exc:
             return run, f"cannot pause: {exc}"
         return CommentDecision("pause", reason), None
@@ -171,12 +174,12 @@ def _apply(task: Task, config: Config, requested: object) -> tuple[CommentDecisi
     from ..tasks.taskfile import parse_task_text
 
     try:
-        current = task.path.read_text(encoding="utf-8")
+        current = _task_text(task, config)
         edited, problems = parse_task_text(set_keys(current, updates), task.path, config)
         if edited is None:
             errors = "; ".join(p.message for p in problems if p.severity == "error")
             return run, f"the update would not validate: {errors}"
-        edit_task_file(task.path, updates)
+        edit_task_file(task.path, updates, root=config.home)
     except (EditError, OSError, UnicodeDecodeError) as exc:
         return run, f"the update cannot be applied: {exc}"
     return CommentDecision("update", reason, dict(updates)), None
@@ -190,6 +193,11 @@ def _format(comments: list[dict[str, object]]) -> str:
             body = body[:MAX_COMMENT_CHARS] + " [... cut]"
         parts.append(f"[{_iso(float(str(c['created_at'])))}] {c['author']}: {body}")
     return "\n\n".join(parts)
+
+
+def _task_text(task: Task, config: Config) -> str:
+    """The task file as it is now; a FIFO or a symlink swapped in is refused (OSError)."""
+    return safe_fs.read_regular(task.path, TASK_TEXT_LIMIT, root=config.home).decode("utf-8")
 
 
 def _rel(task: Task, config: Config) -> str:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..core.private_files import open_private
 from ..schedule.cache import load_task_set
 from ..schedule.held import lift
 from ..schedule.pause import pauses, set_pause
@@ -41,7 +42,8 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
     try:
-        edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason})
+        edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason},
+                       root=config.home)
     except OSError as exc:
         if not (enabled and task.enabled):  # else: the file already says so (held.py)
             raise ActionError(f"could not write {task.path}: {exc.strerror or exc}") from None
@@ -61,9 +63,9 @@ def start_run(config: Config, task_id: str, environ: dict[str, str] | None = Non
     """`scheduler.py run <id>` in its own process and session, exactly as a person would start
     it: the caller does not wait (the web page follows the run through the store)."""
     task = load_task(config, task_id)
-    log = config.state_dir / "web-runs.log"
-    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    log = config.state_dir / "web-runs.log"  # state/ walked from the home, never followed
+    fd = open_private(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, root=config.home)
+    with os.fdopen(fd, "ab") as out:
         return subprocess.Popen(
             [sys.executable, str(SCHEDULER), "--home", str(config.home), "run", task.id],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,

@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
+from ..core import safe_fs
 from ..core.clock import parse_instant, to_dt
 from ..core.problems import Problem
 from ..core.units import format_duration
@@ -447,7 +448,12 @@ def cmd_logs(config: Config, args: argparse.Namespace) -> int:
               file=sys.stderr)
         print(row.get("output_tail") or "")
         return PROBLEM
-    with open(path, "rb") as fh:
+    try:  # not followed, never waited on (a FIFO in a log's place)
+        fd = safe_fs.open_at(None, str(path), os.O_RDONLY)
+    except OSError as exc:
+        print(f"mdcron: cannot read the log: {exc}", file=sys.stderr)
+        return PROBLEM
+    with os.fdopen(fd, "rb") as fh:
         for chunk in iter(lambda: fh.read(65536), b""):
             sys.stdout.buffer.write(chunk)
     return OK

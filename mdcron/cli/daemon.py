@@ -45,7 +45,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..core import safe_fs
 from ..core.outcome import Outcome
+from ..core.private_files import open_private
 from ..core.units import format_duration
 from ..run.locks import (
     boot_id,
@@ -163,12 +165,12 @@ class DaemonLock:
 
     def __init__(self, state_dir: Path):
         self.path = state_dir / LOCK_NAME
+        self.root = state_dir.parent  # the home: state/ is walked from it, never followed
         self.fd: int | None = None
         self.info: dict[str, object] = {}
 
     def acquire(self, info: dict[str, object]) -> None:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -195,7 +197,7 @@ class DaemonLock:
 
 def read_holder(path: Path) -> dict[str, object] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(safe_fs.read_regular(path, 1 << 16))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -309,7 +311,7 @@ class Daemon:
             self.lock.acquire({"pid": os.getpid(), "start": process_start_time(os.getpid()),
                                "boot": boot_id(), "started_at": now, "home": str(self.home),
                                "last_tick": None})
-        except AlreadyRunning as exc:
+        except (AlreadyRunning, safe_fs.UnsafePath) as exc:
             print(f"mdcron: {exc}", file=sys.stderr, flush=True)
             return 2
         become_subreaper()  # orphaned task processes come back to the daemon, to be reaped

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
+from ..core import safe_fs
 from ..core.envref import ENV_REF
 from ..core.problems import Problem
 from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
@@ -124,12 +125,9 @@ def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
         seen = _markers(folder)
         seen[what] = {"digest": digest, "at": now}
         try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp = folder / f".{MARKER}.{os.getpid()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(seen, handle)
-            os.replace(tmp, folder / MARKER)
+            # walked from the home, made 0700, never through a symlink (core/safe_fs.py)
+            safe_fs.replace_file(folder / MARKER, json.dumps(seen).encode("utf-8"),
+                                 root=state_dir.parent, create_dirs=True)
             break
         except OSError:
             continue
@@ -138,7 +136,7 @@ def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
 
 def _markers(folder: Path) -> dict:
     try:
-        seen = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        seen = json.loads(safe_fs.read_regular(folder / MARKER, 1 << 20, root=folder.parent))
     except (OSError, ValueError):
         return {}
     return seen if isinstance(seen, dict) else {}
@@ -251,6 +249,24 @@ def _python() -> Check:
                  "install Python 3.11 or newer and recreate .venv with it")
 
 
+def _links(home: Path) -> Check:
+    """The folders mdcron writes into must be real folders: every write walks them without
+    following a symlink (core/safe_fs.py), so a link there makes those writes fail."""
+    places = [home / p for p in ("tasks", "state", "state/locks", "state/resources", "logs",
+                                 "logs/runs", "logs/heal-backups", "logs/incidents")]
+    runs = home / "logs" / "runs"
+    if runs.is_dir() and not runs.is_symlink() and not (home / "logs").is_symlink():
+        places += sorted(runs.iterdir())
+    links = [p for p in places if p.is_symlink()]
+    if not links:
+        return Check("symlinks", "ok", "no symlink where mdcron writes (tasks/, state/, logs/)")
+    shown = ", ".join(str(p) for p in links[:5]) + (" ..." if len(links) > 5 else "")
+    return Check("symlinks", "fail", f"{shown}: a symlink where mdcron writes; those writes"
+                 " are refused (runs fail; for state/ nothing runs; for tasks/ `disable` and"
+                 " suspensions cannot edit the files)",
+                 "replace each link with a real folder (move its content in)")
+
+
 def _private(path: Path) -> bool:
     return stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
 
@@ -266,9 +282,10 @@ def _folders(home: Path) -> list[Check]:
                          f"mkdir {tasks} and put task files (*.md) in it"))
     else:
         out.append(Check("tasks folder", "ok", str(tasks)))
+    out.append(_links(home))
     exposed = []
     for folder in (home / "state", home / "logs"):
-        if not folder.exists():
+        if not folder.exists() or folder.is_symlink():
             continue
         for root, dirs, files in os.walk(folder):
             for name in [*dirs, *files]:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.private_files import open_private
 from .crontab_line import line_for, parse
 
 CODE = Path(__file__).resolve().parents[2]
@@ -169,8 +170,9 @@ def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool) -> str:
     text, what = add_cron_line(read_crontab(environ), str(home), line)
     # the line's `>> logs/tick.log` is opened by the shell before the tick can create logs/,
     # and the shell's umask (022) would make the log readable by others: create both owner-only
-    (home / "logs").mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.close(os.open(home / "logs" / "tick.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    # (logs/ walked from the home, never through a symlink: core/safe_fs.py)
+    os.close(open_private(home / "logs" / "tick.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                          root=home))
     if text is not None:
         write_crontab(text, environ)
     return f"{what}:\n{line}" if text is not None else what

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
+from ..core import safe_fs
 from ..core.units import format_duration
 from ..state.hosts import ALERTED
 
@@ -29,8 +30,8 @@ def record(store, files: Iterable[tuple[str, str]], now: float) -> None:
     seen, changed = set(), []
     for task_id, path in files:
         try:
-            with open(path, "rb") as handle:
-                digest = hashlib.sha256(handle.read()).hexdigest()
+            # never waits on a FIFO swapped in since the file was validated
+            digest = hashlib.sha256(safe_fs.read_regular(path, READ_LIMIT)).hexdigest()
         except OSError:
             continue
         seen.add(task_id)
@@ -56,6 +57,7 @@ def describe(task_id: str, hosts: dict[str, str]) -> str:
 
 
 DEAD_AFTER = 300.0  # seconds without a tick before a host counts as gone
+READ_LIMIT = 1 << 20  # a valid task file's own bound (taskfile.MAX_BYTES)
 
 
 def seen(store) -> None:

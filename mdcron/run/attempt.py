@@ -14,6 +14,8 @@ from pathlib import Path
 from ..claude.client import run_claude_task
 from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
+from ..core.private_files import make_private_dirs
+from ..core.safe_fs import UnsafePath
 from ..settings.config import Config
 from ..state.store import Owner, Store
 from ..tasks.paths import PathError, task_cwd
@@ -55,7 +57,7 @@ def acquire_task_lock(config: Config, task_id: str) -> TaskLock | None:
     """Take the task's lock without waiting on a live holder. A lock whose recorded holder is
     gone (another tick probing a crashed run, or a holder exiting this instant) is retried for
     up to a second; a lock held by a live run returns None at once."""
-    lock = TaskLock(lock_path(config.locks_dir, task_id))
+    lock = TaskLock(lock_path(config.locks_dir, task_id), config.home)
     give_up = time.monotonic() + LOCK_SETTLE_SECONDS
     while True:
         if lock.try_acquire():
@@ -96,6 +98,12 @@ def _start(
     log_path: Path,
 ) -> RunResult:
     config = ctx.config
+    try:  # a logs/ or logs/runs/<id> swapped for a symlink: the run fails, saying which
+        make_private_dirs(log_path.parent, root=config.home)
+    except UnsafePath as exc:
+        return RunResult(Outcome.FAILED, fail_reason=f"cannot write its run log: {exc}")
+    except OSError:
+        pass  # a full disk or the like: the run goes on, its output noting the log failed
     if task.run_as == "claude":
         deadline = time.monotonic() + task.timeout
         return run_claude_task(task, config, ctx.environ, log_path=log_path, deadline=deadline)
@@ -137,6 +145,7 @@ def _start(
         pass_fds=(lock.fileno(), *ctx.inherit_fds),
         on_start=on_start,
         tree=tree,
+        log_root=config.home,
     )
 
 

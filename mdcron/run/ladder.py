@@ -54,8 +54,15 @@ def execute_claimed(
 ) -> LadderOutcome:
     """Run a task whose first row (status running) this process owns: take the lock, climb
     the ladder, release. A lock held by a live earlier run makes this slot `skipped`; for a
-    chain's downstream it gives the claim back instead (not_now)."""
-    lock = acquire_task_lock(ctx.config, task.id)
+    chain's downstream it gives the claim back instead (not_now). A lock file that cannot be
+    opened (its folder a symlink: safe_fs.py) fails it with that line."""
+    try:
+        lock = acquire_task_lock(ctx.config, task.id)
+    except OSError as exc:
+        reason = f"cannot open its lock file: {exc}"
+        store.end_running(run_id, Outcome.FAILED, reason, ctx.clock.now())
+        failed = RunResult(Outcome.FAILED, fail_reason=reason)
+        return LadderOutcome(task, failed, Step.GIVE_UP, reason, steps=[(1, "run", failed)])
     if lock is None:
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
@@ -257,7 +264,8 @@ def suspend(ctx: RunContext, store: Store, task: Task) -> str | None:
 
     error = None
     try:
-        edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"})
+        edit_task_file(task.path, {"enabled": False, "disabled_reason": "auto_suspended"},
+                       root=ctx.config.home)
     except Exception as exc:  # issue 22: the state holds it instead (schedule/held.py)
         from ..schedule.held import record
 

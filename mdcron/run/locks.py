@@ -22,7 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO
 
+from ..core import safe_fs
+
 STALE_GRACE = 60.0  # a live holder past its deadline + this many seconds is stale
+INFO_LIMIT = 64 * 1024  # bytes of a lock file read: a holder record is ~300
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,15 +138,18 @@ def _unlock(fh: IO[str]) -> None:
 
 
 class TaskLock:
-    """One task's lock file. try_acquire never blocks.
+    """One task's lock file. try_acquire never blocks. With `root` (the home) the folders from
+    it to the file are walked, and made, without following a symlink (safe_fs.py): a
+    `state/locks` swapped for a link cannot make the tick truncate a file elsewhere.
 
     The lock is held on a read-only descriptor, the one a task inherits (fileno): a task that
     runs as another user (issue 21) must not rewrite the record (pgid, tick pid, deadline) that
     a later root tick trusts to kill a stale holder. The record goes through a second,
     write-only descriptor that stays in the tick."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, root: Path | None = None):
         self.path = path
+        self.root = root
         self._fh: IO[str] | None = None
         self._writer: int | None = None
 
@@ -157,13 +163,24 @@ class TaskLock:
         return self._fh.fileno()
 
     def try_acquire(self) -> bool:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        writer = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
-        try:
-            fh = open(self.path, encoding="utf-8")  # noqa: SIM115 (held until release)
-        except OSError:
-            os.close(writer)
-            raise
+        """Take the lock if free. OSError (safe_fs.UnsafePath: one line saying which folder is
+        a symlink) when the file cannot be opened."""
+        root = self.root
+        if root is None:  # the folder as given (tests): only the file itself is not followed
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            root = self.path.parent
+        folder, name = safe_fs.open_parent(self.path, root=root, create=True)
+        try:  # both descriptors from one walked folder: the same file
+            writer = safe_fs.open_at(folder, name, os.O_WRONLY | os.O_CREAT, 0o600,
+                                     shown=str(self.path))
+            try:
+                fh = os.fdopen(safe_fs.open_at(folder, name, os.O_RDONLY, shown=str(self.path)),
+                               "r", encoding="utf-8")
+            except OSError:
+                os.close(writer)
+                raise
+        finally:
+            os.close(folder)
         if not _lock(fh):
             fh.close()
             os.close(writer)
@@ -199,8 +216,8 @@ class TaskLock:
 
 
 def read_info(path: Path) -> LockInfo | None:
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # not followed, never waited on: a FIFO or link in a lock's place reads as no holder
+        text = safe_fs.read_regular(path, INFO_LIMIT).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     return LockInfo.from_json(text) if text.strip() else None

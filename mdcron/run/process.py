@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.outcome import Outcome, RunResult, envelope_error
-from ..core.private_files import make_private_dirs
+from ..core.private_files import open_private
 from ..core.units import format_duration
 from ..tasks.task import Task
 from .identity import Switch
@@ -169,7 +169,8 @@ def _last_nonblank_line(data: bytes) -> bytes | None:
 class _Output:
     """The log file (capped), the tail of combined output and the last stdout line."""
 
-    def __init__(self, log_path: Path, max_log_bytes: int, tail_bytes: int):
+    def __init__(self, log_path: Path, max_log_bytes: int, tail_bytes: int,
+                 log_root: Path | None = None):
         self.max_log_bytes = max(0, max_log_bytes)
         self.tail_bytes = max(0, tail_bytes)
         self.tail = bytearray()
@@ -185,9 +186,9 @@ class _Output:
         self.fd: int | None = None
         self.opened = False
         try:
-            make_private_dirs(log_path.parent)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-            self.fd = os.open(log_path, flags, 0o600)
+            # walked from the home without following a symlink (core/safe_fs.py)
+            self.fd = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                   root=log_root)
             self.opened = True
             os.fchmod(self.fd, 0o600)
         except OSError as exc:
@@ -333,6 +334,7 @@ def run_command(
     pass_fds: Sequence[int] = (),
     on_start: Callable[[int], None] | None = None,
     tree: Tree | None = None,
+    log_root: Path | None = None,
 ) -> RunResult:
     """Run spec.argv in its own session and process group; see the module docstring.
 
@@ -340,7 +342,7 @@ def run_command(
     raises, the group is killed and the exception propagates; nothing else raises. With a
     `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
     start = time.monotonic()
-    out = _Output(log_path, max_log_bytes, tail_bytes)
+    out = _Output(log_path, max_log_bytes, tail_bytes, log_root)
     try:
         proc = subprocess.Popen(
             spec.argv,

@@ -72,7 +72,7 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
         ours = info is not None and info.run_id == run_id
         over = ours and not holder_alive(info)  # its leader is gone too (or never started)
         killed = kill_leftovers(info, config.kill_grace) if over and info is not None else []
-        lock = TaskLock(path)
+        lock = TaskLock(path, config.home)
         if not _relock(lock, wait=bool(killed)):  # the task outlived its tick, within its time
             if store.url:  # issue 11: its lease lives on as the flock does (hosts/lease.py)
                 store.extend_lease(task_id, config.lease_seconds)

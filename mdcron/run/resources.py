@@ -79,7 +79,7 @@ def try_take(config: Config, names: tuple[str, ...], keep_partial: bool,
     held = Held(store=shared[0] if shared else None, config=config)
     for name in sorted(set(names)):
         for unit in range(config.resources.get(name, 0)):
-            lock = TaskLock(unit_path(config, name, unit))
+            lock = TaskLock(unit_path(config, name, unit), config.home)
             if lock.try_acquire():
                 if shared is not None and not _lease_unit(config, held, shared, name, unit):
                     lock.release()
@@ -139,7 +139,7 @@ def holders(config: Config) -> list[Holder]:
     out = []
     for name, unit in _unit_files(config):
         path = unit_path(config, name, unit)
-        probe = TaskLock(path)
+        probe = TaskLock(path, config.home)
         if probe.try_acquire():
             probe.release()  # free: given back at once (its old record is cleared)
             continue

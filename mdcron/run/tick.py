@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import safe_fs
 from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
@@ -299,14 +300,15 @@ def _retention(config: Config, store: Store, now: float) -> None:
     if last is not None and now - float(last) < RETENTION_EVERY:
         return
     store.set_meta("retention_at", repr(now))
-    for log in store.prune_runs(now - config.retention_days * 86400):
+    pruned = store.prune_runs(now - config.retention_days * 86400)
+    try:  # nothing is deleted through a logs/ swapped for a symlink (core/safe_fs.py)
+        os.close(safe_fs.open_dir(config.home, config.logs_dir))
+    except OSError:
+        return
+    for log in pruned:
         path = Path(log)
         if config.logs_dir in path.parents:
-            path.unlink(missing_ok=True)
-            try:
-                path.parent.rmdir()  # only when empty
-            except OSError:
-                pass
+            safe_fs.remove_file(path, root=config.home, folder_too=True)
     if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
         from ..selfheal.healer import prune_backups
 

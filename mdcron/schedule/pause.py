@@ -15,8 +15,20 @@ from __future__ import annotations
 
 import os
 
+from ..core import safe_fs
+
 MAINTENANCE = "maintenance.json"
 PAUSES = "paused_until.json"
+READ_LIMIT = 1 << 20  # bytes of a marker read
+
+
+def _read_json(home: str, name: str) -> object:
+    """A marker's JSON, walked from the home without following a symlink or waiting on a FIFO
+    (OSError, ValueError when it cannot be used)."""
+    import json
+
+    return json.loads(safe_fs.read_regular(os.path.join(_state(home), name), READ_LIMIT,
+                                           root=home))
 
 
 def _state(home: str) -> str:
@@ -28,44 +40,43 @@ def maintenance(home: str) -> dict | None:
     path = os.path.join(_state(home), MAINTENANCE)
     if not os.path.exists(path):
         return None
-    import json
-
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = _read_json(home, MAINTENANCE)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
-def _write_json(path: str, data: object) -> None:
+def _write_json(home: str, name: str, data: object) -> None:
+    """Replace state/<name> atomically, inside the state folder walked from the home."""
     import json
 
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=1, sort_keys=True)
+    safe_fs.replace_file(os.path.join(_state(home), name), text.encode("utf-8"), root=home,
+                         create_dirs=True)
 
 
 def start_maintenance(home: str, since: str, by: str) -> None:
-    _write_json(os.path.join(_state(home), MAINTENANCE), {"since": since, "by": by})
+    _write_json(home, MAINTENANCE, {"since": since, "by": by})
 
 
 def end_maintenance(home: str) -> bool:
     try:
-        os.unlink(os.path.join(_state(home), MAINTENANCE))
+        dir_fd, name = safe_fs.open_parent(os.path.join(_state(home), MAINTENANCE), root=home)
+    except FileNotFoundError:
+        return False
+    try:
+        os.unlink(name, dir_fd=dir_fd)
         return True
     except FileNotFoundError:
         return False
+    finally:
+        os.close(dir_fd)
 
 
 def pauses(home: str) -> dict[str, dict]:
-    import json
-
     try:
-        with open(os.path.join(_state(home), PAUSES), encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = _read_json(home, PAUSES)
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):
@@ -82,7 +93,7 @@ def set_pause(home: str, task_id: str, until: float | None, path: str | None = N
             return
     else:
         data[task_id] = {"until": until, "path": path}
-    _write_json(os.path.join(_state(home), PAUSES), data)
+    _write_json(home, PAUSES, data)
 
 
 def idle_blocked(home: str, now: float) -> bool:

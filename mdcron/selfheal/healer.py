@@ -28,6 +28,7 @@ from typing import Any
 
 from ..claude.client import NO_KEY, ClaudeError, ClaudeSession, api_key, append_jsonl, reply_text
 from ..claude.templates import PLACEHOLDERS, TemplateError, check_template, render_template
+from ..core import safe_fs
 from ..core.clock import Clock
 from ..core.outcome import RunResult
 from ..run.heal_protocol import HealRecord
@@ -35,7 +36,16 @@ from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.task import Task
 from .journal import HealJournal
-from .tools import ECHO_LIMIT, MANIFEST, TOOLS, Refused, Sandbox, atomic_write_bytes, sha256
+from .tools import (
+    ECHO_LIMIT,
+    FILE_LIMIT,
+    MANIFEST,
+    TOOLS,
+    Refused,
+    Sandbox,
+    atomic_write_bytes,
+    sha256,
+)
 
 TEMPLATE = "self-heal.txt"
 AUDIT_LOG = "self-heal-audit.log"
@@ -214,7 +224,7 @@ class ClaudeHealer:
         except PathError as exc:
             cwd = f"(unusable: {exc})"
         try:
-            text = task.path.read_text(encoding="utf-8", errors="replace")
+            text = safe_fs.read_regular(task.path, 1 << 20).decode("utf-8", errors="replace")
         except OSError as exc:
             text = f"(cannot read the task file: {exc})"
         prev_extra = previous.extra if previous else {}
@@ -270,7 +280,7 @@ class ClaudeHealer:
             **record.extra,
         }
         try:
-            append_jsonl(self.config.logs_dir / AUDIT_LOG, line)
+            append_jsonl(self.config.logs_dir / AUDIT_LOG, line, root=self.config.home)
         except OSError as exc:
             record.extra["audit_error"] = str(exc)
 
@@ -405,9 +415,10 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
         target = Path(os.path.realpath(home / rel))
         if not rel or rel.startswith("/") or not target.is_relative_to(home):
             raise RevertError(f"the backup of heal {heal_id} names {rel!r}, outside the home")
-        data = (backup / rel).read_bytes() if entry.get("existed") else None
-        try:
-            current: bytes | None = target.read_bytes()
+        data = (safe_fs.read_regular(backup / rel, FILE_LIMIT, root=config.home)
+                if entry.get("existed") else None)
+        try:  # never followed, never waited on (a FIFO there counts as changed)
+            current: bytes | None = safe_fs.read_regular(target, FILE_LIMIT, root=home)
         except FileNotFoundError:
             current = None
         now_sha = sha256(current) if current is not None else None
@@ -424,9 +435,9 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
             except FileNotFoundError:
                 pass
         else:
-            atomic_write_bytes(target, data)
+            atomic_write_bytes(target, data, root=home)
     store.mark_reverted(heal_id)
-    append_jsonl(config.logs_dir / AUDIT_LOG, {
+    append_jsonl(config.logs_dir / AUDIT_LOG, root=config.home, record={
         "time": _iso(now), "task": task_id,
         "event": "revert", "heal_id": heal_id, "backup_dir": str(backup),
         "restored": [str(t.relative_to(home)) for t, _ in plan], "forced": force,

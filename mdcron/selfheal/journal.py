@@ -69,7 +69,8 @@ class HealJournal:
             files.append(entry)
         if after_sha not in entry["written_sha256"]:
             entry["written_sha256"].append(after_sha)
-        make_private_dirs(self.path.parent)
+        # logs/heal-journal/ walked from the home (its parents[2]), never through a symlink
+        make_private_dirs(self.path.parent, root=self.path.parents[2])
         write_synced(self.path, json.dumps(self.record, indent=1).encode())
         self.on_disk = True
 

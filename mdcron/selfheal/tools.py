@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import safe_fs
 from ..core.private_files import make_private_dirs, write_private
 from ..settings.config import Config
 from ..tasks.frontmatter_edit import write_atomic
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 FORBIDDEN_TOP = frozenset({"mdcron", "prompts", "state", "logs", ".git", ".venv"})
 FORBIDDEN_FILES = frozenset({"scheduler.py", "scheduler.yaml"})
 READ_LIMIT = 32 * 1024  # characters of a file returned by read_file
+FILE_LIMIT = 16 << 20  # bytes: a bigger file is neither edited nor backed up by a heal
 LIST_LIMIT = 200  # entries returned by list_dir
 ECHO_LIMIT = 16 * 1024  # longer tool inputs are shortened when the conversation is sent again
 MANIFEST = "MANIFEST.mdcron.json"
@@ -117,9 +119,12 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Bytes through the one atomic writer (backups may not be UTF-8)."""
-    write_atomic(path, data)
+def atomic_write_bytes(path: Path, data: bytes, *, root: Path | None = None) -> None:
+    """Bytes through the one atomic writer (backups may not be UTF-8). `path` is a real path
+    (resolved by a check); the folders from `root` (default "/") to it are walked again without
+    following a symlink, and the temporary file and the rename stay inside the folder found
+    then: a folder swapped for a symlink after the check is refused (safe_fs.UnsafePath)."""
+    write_atomic(path, data, root=root if root is not None else Path("/"))
 
 
 @dataclass
@@ -245,8 +250,7 @@ class Sandbox:
         real = self.check_read(path)
         if not real.is_file():
             raise Refused(f"{path!r} is not a file" + ("" if real.exists() else " (not found)"))
-        with open(real, "rb") as handle:
-            data = handle.read(READ_LIMIT * 4 + 1)
+        data = _read_regular(real, READ_LIMIT * 4, self.home, path)
         text = data.decode("utf-8", errors="replace")
         if len(text) > READ_LIMIT or len(data) > READ_LIMIT * 4:
             size = real.stat().st_size
@@ -295,7 +299,7 @@ class Sandbox:
         if not real.is_file():
             raise Refused(f"{path!r} is not a file" + ("" if real.exists() else " (not found)"))
         try:
-            return real.read_bytes().decode("utf-8")
+            return _read_regular(real, FILE_LIMIT, self.home, path).decode("utf-8")
         except UnicodeDecodeError:
             raise Refused(f"{path!r} is not UTF-8 text; use write_file to replace it") from None
 
@@ -311,13 +315,14 @@ class Sandbox:
         if self.journal is not None:  # on disk before the first byte of the file changes
             self.journal.intend(self.rel(real), self.originals[real], self._backup_of(real),
                                 sha256(data))
-        write_atomic(real, text)
+        write_atomic(real, text, root=self.home)
         self.written += len(data)
 
     def _check_task_text(self, text: str) -> None:
         before = self.originals.get(self.task_file)
         if before is None:
-            before = self.task_file.read_bytes()
+            before = _read_regular(self.task_file, FILE_LIMIT, self.home,
+                                   self.rel(self.task_file))
         changed = changed_keys(before.decode("utf-8", errors="replace"), text)
         refused = [k for k in changed or () if k not in HEAL_KEYS]
         if refused:
@@ -335,13 +340,13 @@ class Sandbox:
     def _backup(self, real: Path) -> None:
         if real in self.originals:
             return
-        make_private_dirs(self.backup_dir)
+        make_private_dirs(self.backup_dir, root=self.config.home)
         try:
-            before = real.read_bytes()
+            before = _read_regular(real, FILE_LIMIT, self.home, real)
         except FileNotFoundError:
             before = None
         if before is not None:
-            write_private(self._backup_of(real), before)
+            write_private(self._backup_of(real), before, root=self.config.home)
         self.originals[real] = before
 
     def _backup_of(self, real: Path) -> Path:
@@ -379,7 +384,8 @@ class Sandbox:
             for p, before in self.originals.items()
         ]
         record = {"task": self.task.id, "heal": heal_id, "home": str(self.home), "files": files}
-        write_private(self.backup_dir / MANIFEST, json.dumps(record, indent=1).encode())
+        write_private(self.backup_dir / MANIFEST, json.dumps(record, indent=1).encode(),
+                      root=self.config.home)
 
     def roll_back(self) -> None:
         """Put every file this heal touched back as it was."""
@@ -390,14 +396,28 @@ class Sandbox:
                 except FileNotFoundError:
                     pass
             elif _read(real) != before:
-                atomic_write_bytes(real, before)
+                atomic_write_bytes(real, before, root=self.home)
 
 
 def _read(path: Path) -> bytes | None:
+    """What is at `path` now; None when nothing regular is (a FIFO swapped in is not waited on,
+    and roll_back then puts the original back in its place)."""
     try:
-        return path.read_bytes()
-    except FileNotFoundError:
+        return safe_fs.read_regular(path, FILE_LIMIT)
+    except (FileNotFoundError, safe_fs.NotRegular):
         return None
+
+
+def _read_regular(real: Path, limit: int, home: Path, shown: object) -> bytes:
+    """A file the heal reads or edits, walked from the home without following a symlink; a
+    FIFO or device swapped in after the check is refused, never waited on."""
+    try:
+        data = safe_fs.read_regular(real, limit, root=home)
+    except safe_fs.UnsafePath as exc:
+        raise Refused(f"cannot use {shown!r}: {exc}") from None
+    if limit == FILE_LIMIT and len(data) > limit:
+        raise Refused(f"{shown!r} is larger than {limit} bytes; self-heal leaves it alone")
+    return data
 
 
 def _symlink_on_the_way(home: Path, candidate: Path) -> str | None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..claude.client import append_jsonl
+from ..core import safe_fs
 from ..core.private_files import write_private
 from ..run.heal_protocol import journal_dir
 from ..run.locks import TaskLock, lock_path, process_matches
@@ -34,7 +35,7 @@ from ..tasks.frontmatter_edit import write_atomic
 from ..tasks.taskfile import ID_PATTERN
 from .healer import AUDIT_LOG
 from .journal import SUFFIX, remove_synced
-from .tools import MANIFEST, sha256
+from .tools import FILE_LIMIT, MANIFEST, sha256
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ def settle_unfinished(config: Config, store: Store, now: float) -> list[Settled]
             continue
         if process_matches(owner.get("pid"), owner.get("start"), owner.get("boot")):
             continue  # still healing
-        lock = TaskLock(lock_path(config.locks_dir, task_id))
+        lock = TaskLock(lock_path(config.locks_dir, task_id), config.home)
         if not lock.try_acquire():
             continue  # the task is running (an orphan of the dead tick, or a new run)
         try:
@@ -127,7 +128,7 @@ def _put_back(config: Config, entries: list[dict[str, Any]]) -> _Files:
         if not rel or rel.startswith("/") or not target.is_relative_to(home):
             files.left.append(f"{rel!r} (outside the home; not touched)")
             continue
-        current = _read(target)
+        current = _read(target, home)
         now_sha = sha256(current) if current is not None else None
         if now_sha == entry.get("before_sha256"):
             files.unchanged.append(rel)
@@ -145,7 +146,7 @@ def _put_back(config: Config, entries: list[dict[str, Any]]) -> _Files:
             data = None
         if data is None or sha256(data) != entry.get("before_sha256"):
             files.left.append(f"{rel} (its backup is missing or damaged)")
-        elif write_atomic(target, data, unless_changed=current):
+        elif write_atomic(target, data, unless_changed=current, root=home):
             files.restored.append(rel)
         else:
             files.left.append(f"{rel} (changed while it was being put back)")
@@ -160,13 +161,14 @@ def _write_manifest(config: Config, backup_dir: Path, task_id: str,
     files = []
     for entry in record.get("files") or []:
         before, written = entry.get("before_sha256"), entry.get("written_sha256") or [None]
-        current = _read(Path(os.path.realpath(home / str(entry.get("path") or ""))))
+        current = _read(Path(os.path.realpath(home / str(entry.get("path") or ""))), home)
         back = (sha256(current) if current is not None else None) == before
         files.append({"path": entry.get("path"), "existed": bool(entry.get("existed")),
                       "before_sha256": before, "after_sha256": before if back else written[-1]})
     manifest = {"task": task_id, "heal": backup_dir.name, "files": files, "interrupted": True}
     try:
-        write_private(backup_dir / MANIFEST, json.dumps(manifest, indent=1).encode())
+        write_private(backup_dir / MANIFEST, json.dumps(manifest, indent=1).encode(),
+                      root=config.home)
     except OSError:
         pass  # revert-heal then says the backup cannot be read
 
@@ -182,8 +184,11 @@ def _set_aside(path: Path, exc: Exception) -> Settled:
                    f"{path.name}.unreadable: check the files of that heal by hand")
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, home: Path) -> bytes | None:
+    """Walked from the home, never through a symlink or waiting on a FIFO (safe_fs.py)."""
     try:
-        return path.read_bytes()
-    except (FileNotFoundError, IsADirectoryError):
+        return safe_fs.read_regular(path, FILE_LIMIT, root=home)
+    except FileNotFoundError:
         return None
+    except OSError:  # a folder, a FIFO, a link: not what the heal wrote, left as found
+        return b""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..core import safe_fs
 from ..settings.config import Config
 from .meta import put_metas
 
@@ -36,7 +37,8 @@ def note_created(db: sqlite3.Connection, db_path: Path) -> None:
         evidence = []
         if marker.exists():
             try:
-                before = json.loads(marker.read_text(encoding="utf-8")).get("created_at", "?")
+                before = json.loads(safe_fs.read_regular(marker, 1 << 16, root=state.parent)
+                                    ).get("created_at", "?")
             except (OSError, ValueError, AttributeError):
                 before = "?"
             evidence.append(f"a database was created here before (at {before}, {marker})")
@@ -46,11 +48,9 @@ def note_created(db: sqlite3.Connection, db_path: Path) -> None:
         if evidence:
             put_metas(db, {META_KEY: json.dumps({"evidence": evidence, "path": str(db_path)})})
         created = datetime.now(UTC).isoformat(timespec="seconds")
-        tmp = state / f".{MARKER}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as state/
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps({"created_at": created, "path": str(db_path)}) + "\n")
-        os.replace(tmp, marker)
+        text = json.dumps({"created_at": created, "path": str(db_path)}) + "\n"
+        # owner-only, as state/; inside state/ walked from the home, never through a symlink
+        safe_fs.replace_file(marker, text.encode("utf-8"), root=state.parent)
     except (OSError, sqlite3.Error):
         pass
 

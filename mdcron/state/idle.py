@@ -208,8 +208,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
     """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
     None when the tick may not be idle. `started`: time.monotonic() when `now` was read."""
     db_path = os.path.join(home, "state", "mdcron.db")
-    if not os.path.isfile(db_path):
-        return None
+    if not os.path.isfile(db_path) or os.path.islink(os.path.dirname(db_path)):
+        return None  # a state/ swapped for a symlink: the full tick refuses it (store.py)
     # stdlib only; issue 10: maintenance mode, a pause now over
     from ..schedule.pause import idle_blocked
 

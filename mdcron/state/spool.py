@@ -19,9 +19,11 @@ import json
 import os
 from pathlib import Path
 
+from ..core import safe_fs
 from ..core.outcome import Outcome, RunResult
 
 NAME = "spool.jsonl"
+READ_LIMIT = 256 << 20  # bytes of a spool read at once (a line is ~1 KiB)
 
 
 def places(state_dir: Path) -> list[Path]:
@@ -29,14 +31,20 @@ def places(state_dir: Path) -> list[Path]:
     return [state_dir / NAME, state_dir.parent / "logs" / NAME]
 
 
+def _open(path: Path, root: Path) -> int:
+    """For appending, owner-only; the folders walked from the home, never followed."""
+    return safe_fs.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600, root=root,
+                             create_dirs=True)
+
+
 def add(state_dir: Path, entry: dict) -> Path | None:
     """Append one line durably (owner-only file, fsync) to the first place that takes it;
     the file it went to, or None when none could."""
     line = (json.dumps(entry, sort_keys=True) + "\n").encode()
+    root = state_dir.parent
     for path in places(state_dir):
         try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = _open(path, root)
             try:
                 size = os.fstat(fd).st_size
                 try:
@@ -48,15 +56,15 @@ def add(state_dir: Path, entry: dict) -> Path | None:
                 os.ftruncate(fd, size)  # no half line for replay to drop
             finally:
                 os.close(fd)
-            if size == 0:
-                path.unlink(missing_ok=True)  # created just now: leave no empty spool behind
+            if size == 0:  # created just now: leave no empty spool behind
+                safe_fs.remove_file(path, root=root)
         except OSError:
             continue
     return None
 
 
 def pending(state_dir: Path) -> bool:
-    return any(p.exists() for p in places(state_dir))
+    return any(os.path.lexists(p) for p in places(state_dir))
 
 
 def replay(store, state_dir: Path,
@@ -66,39 +74,48 @@ def replay(store, state_dir: Path,
     the rest of its ladder)."""
     said = []
     for path in places(state_dir):
-        said += _replay(store, path, recorded)
+        if os.path.lexists(path):
+            said += _replay(store, path, state_dir.parent, recorded)
     return said
 
 
-def _replay(store, path: Path, recorded: list | None) -> list[str]:
-    if not path.exists():
-        return []
-    taking = path.with_name(f".{NAME}.{os.getpid()}")
+def _replay(store, path: Path, root: Path, recorded: list | None) -> list[str]:
+    taking = f".{NAME}.{os.getpid()}"
+    dir_fd = safe_fs.open_dir(root, path.parent)
     try:
-        os.replace(path, taking)  # lines added from now on go to a new file
-    except FileNotFoundError:
-        return []  # another tick took it
-    said = []
-    lines = taking.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            said.append(f"spool: an unreadable line was dropped: {line[:80]!r}")
-            continue
-        try:
-            line, result = _write(store, e)
-            said.append(line)
-            if result is not None and recorded is not None:
-                recorded.append((e["run_id"], result))
-        except BaseException:  # the database went away again: keep what is left
-            for rest in lines[i + 1:]:  # line i: finish_run spooled it again itself
-                with open(path, "a", encoding="utf-8") as handle:
-                    handle.write(rest + "\n")
-            taking.unlink()
-            raise
-    taking.unlink()
-    return said
+        try:  # lines added from now on go to a new file
+            os.rename(NAME, taking, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except FileNotFoundError:
+            return []  # another tick took it
+        said = []
+        fd = safe_fs.open_at(dir_fd, taking, os.O_RDONLY, shown=str(path.parent / taking))
+        with os.fdopen(fd, "rb") as handle:
+            lines = handle.read(READ_LIMIT).decode("utf-8").splitlines()
+        for i, line in enumerate(lines):
+            try:
+                e = json.loads(line)
+            except ValueError:
+                said.append(f"spool: an unreadable line was dropped: {line[:80]!r}")
+                continue
+            try:
+                line, result = _write(store, e)
+                said.append(line)
+                if result is not None and recorded is not None:
+                    recorded.append((e["run_id"], result))
+            except BaseException:  # the database went away again: keep what is left
+                if lines[i + 1:]:  # line i: finish_run spooled it again itself
+                    out = _open(path, root)
+                    try:
+                        os.write(out, "".join(rest + "\n" for rest in lines[i + 1:]).encode())
+                        os.fsync(out)
+                    finally:
+                        os.close(out)
+                os.unlink(taking, dir_fd=dir_fd)
+                raise
+        os.unlink(taking, dir_fd=dir_fd)
+        return said
+    finally:
+        os.close(dir_fd)
 
 
 def _write(store, e: dict):  # -> (line, the RunResult written or None)

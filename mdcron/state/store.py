@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..core import safe_fs
 from ..core.outcome import Outcome, RunResult
 from .comments import CommentsTable
 from .heals import HealsTable
@@ -225,9 +226,23 @@ def _open_pg(url: str):  # -> pgstate.PgConnection
                          " and password are right (`scheduler.py doctor`); nothing ran.") from None
 
 
+def _refuse_symlinks(path: Path) -> None:
+    """SQLite opens the file by name and follows links: the state folder (made 0700 here) and
+    the database file must be real (core/safe_fs.py), else StoreError with the fix."""
+    try:
+        os.close(safe_fs.open_dir(path.parent.parent, path.parent, create=True))
+    except safe_fs.UnsafePath as exc:
+        raise StoreError(f"the state database {path} cannot be opened: {exc}. Nothing ran."
+                         ) from None
+    if os.path.islink(path):
+        raise StoreError(f"the state database {path} is a symlink; mdcron does not open its"
+                         " database through a link: move the real file into its place."
+                         " Nothing ran.")
+
+
 def _open(path: Path) -> sqlite3.Connection:
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _refuse_symlinks(path)
         created = False
         if not path.exists():
             # Created owner-only before SQLite touches it; the WAL files inherit the mode.

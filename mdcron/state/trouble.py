@@ -89,7 +89,7 @@ def immutable(path: Path) -> bool:
         import fcntl  # lazy: only when a write was refused
         import struct  # lazy: as fcntl
 
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO: no wait
         try:
             buf = fcntl.ioctl(fd, 0x80086601, struct.pack("l", 0))  # FS_IOC_GETFLAGS
         finally:

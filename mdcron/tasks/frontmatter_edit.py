@@ -21,11 +21,12 @@ import functools
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core import safe_fs
 
 DELIMITER = "---"
 _KEY_LINE = re.compile(
@@ -272,101 +273,105 @@ def _load_mapping(text: str) -> dict:
     return data
 
 
-def write_atomic(path: Path, text: str | bytes, *, unless_changed: bytes | None = None) -> bool:
+def write_atomic(path: Path, text: str | bytes, *, unless_changed: bytes | None = None,
+                 root: Path | None = None) -> bool:
     """Replace `path` with `text` (str as UTF-8, or bytes) so a crash leaves either the old
-    or the new file: temp file in the same folder, fsync, rename, fsync the folder. A symlink is
-    followed (the target is replaced, the link stays); the file's mode and owner are kept.
+    or the new file: temp file in the same folder, fsync, rename, fsync the folder. The file's
+    mode and owner are kept.
+
+    The folder is opened once and every step (the temporary file, O_CREAT|O_EXCL|O_NOFOLLOW,
+    the rename, the compare) happens inside that descriptor, so a folder swapped for a symlink
+    after a check cannot redirect the write. With `root` (the home), the folders from root to
+    `path` are walked without following a symlink (safe_fs.open_parent) and a symlink in the
+    file's own place is replaced, never followed. Without it, `path` is resolved first (a
+    symlinked file is written through: the target is replaced, the link stays).
 
     With `unless_changed` (the bytes the new text was made from), the file is replaced only if
     it still holds them at the moment of the rename; else it is left as it is (a person saved
     it meanwhile) and False comes back. See _swap_in for how that moment is made atomic."""
-    target = Path(os.path.realpath(path))
-    folder = target.parent
+    if root is None:
+        target = os.path.realpath(path)
+        dir_fd = os.open(os.path.dirname(target), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        name = os.path.basename(target)
+    else:
+        dir_fd, name = safe_fs.open_parent(path, root=root)
     try:
-        old = os.stat(target)
-    except FileNotFoundError:
-        old = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            data = text.encode("utf-8") if isinstance(text, str) else text
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            if old is not None:
-                os.fchmod(handle.fileno(), stat.S_IMODE(old.st_mode))
-                if (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
-                    try:
-                        os.fchown(handle.fileno(), old.st_uid, old.st_gid)
-                    except PermissionError:
-                        pass
-            else:
-                os.fchmod(handle.fileno(), 0o644)
-        if unless_changed is None:
-            os.replace(tmp, target)
-        elif not _swap_in(tmp, str(target), unless_changed, data):
-            return False
-    except BaseException:
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        tmp = safe_fs.write_temp(dir_fd, name, data, *_mode_for(dir_fd, name))
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return True  # replaced; only the folder's fsync could not be asked for
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
+            if unless_changed is None:
+                os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            elif not _swap_in(dir_fd, tmp, name, unless_changed, data):
+                return False
+        except BaseException:
+            safe_fs.unlink_quietly(dir_fd, tmp)
+            raise
+        safe_fs.fsync_dir(dir_fd)
+        return True
     finally:
         os.close(dir_fd)
-    return True
 
 
-def _read_or_none(path: str) -> bytes | None:
+def _mode_for(dir_fd: int, name: str) -> tuple[int, tuple[int, int] | None]:
+    """The mode and owner the new file gets: the old file's, or 0644 and ours for a new one
+    (or for a symlink in its place, which is replaced, not followed)."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        old = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
+        return 0o644, None
+    if not stat.S_ISREG(old.st_mode):
+        return 0o644, None
+    return stat.S_IMODE(old.st_mode), (old.st_uid, old.st_gid)
+
+
+def _read_or_none(dir_fd: int, name: str) -> bytes | None:
+    """The file `name` in dir_fd, or None when it is gone or not a regular file (never
+    followed, never waited on)."""
+    try:
+        fd = safe_fs.open_at(dir_fd, name, os.O_RDONLY)
+    except (FileNotFoundError, safe_fs.NotRegular):
         return None
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
-def _swap_in(tmp: str, target: str, expected: bytes, ours: bytes) -> bool:
-    """Move `tmp` (holding `ours`) onto `target` only if `target` still holds `expected`.
+def _swap_in(dir_fd: int, tmp: str, target: str, expected: bytes, ours: bytes) -> bool:
+    """Move `tmp` (holding `ours`) onto `target`, both in dir_fd, only if `target` still holds
+    `expected`.
 
     A compare followed by a rename leaves a window in which a person's save is overwritten. So
     the two files are swapped atomically (renameat2 RENAME_EXCHANGE) and what was swapped out is
     compared afterwards: if it is not what the edit was made from, the person saved meanwhile
     and their file is swapped back. On a system or filesystem without the exchange, compare and
     rename (a save in the microseconds between them would be lost). `tmp` is gone afterwards."""
-    if not _exchange(tmp, target):
-        if _read_or_none(target) != expected:
-            os.unlink(tmp)
+    if not _exchange(dir_fd, tmp, target):
+        if _read_or_none(dir_fd, target) != expected:
+            os.unlink(tmp, dir_fd=dir_fd)
             return False
-        os.replace(tmp, target)
+        os.rename(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         return True
-    if _read_or_none(tmp) == expected:
-        os.unlink(tmp)
+    if _read_or_none(dir_fd, tmp) == expected:
+        os.unlink(tmp, dir_fd=dir_fd)
         return True
-    _exchange(tmp, target)  # theirs back in place; tmp holds ours again ...
-    if _read_or_none(tmp) != ours:  # ... unless they saved once more: that newer save is theirs
-        _exchange(tmp, target)
-    os.unlink(tmp)
+    _exchange(dir_fd, tmp, target)  # theirs back in place; tmp holds ours again ...
+    if _read_or_none(dir_fd, tmp) != ours:  # ... unless they saved once more: that's theirs
+        _exchange(dir_fd, tmp, target)
+    os.unlink(tmp, dir_fd=dir_fd)
     return False
 
 
 _RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
 
 
-def _exchange(a: str, b: str) -> bool:
-    """Swap two paths atomically. False (nothing done) when the system cannot."""
+def _exchange(dir_fd: int, a: str, b: str) -> bool:
+    """Swap two names in dir_fd atomically. False (nothing done) when the system cannot."""
     function = _renameat2()
     if function is None:
         return False
-    if function(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if function(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
         return True
     error = ctypes.get_errno()
     if error in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
@@ -387,19 +392,33 @@ def _renameat2():  # -> the libc function, or None
 
 
 SAVE_SETTLE = 0.05  # seconds a file that does not parse is given to finish being saved
+READ_LIMIT = 16 << 20  # bytes: far above a task file's 1 MiB; a bigger file is not edited
 
 
-def _changes(path: Path, raw: bytes) -> bool:
+def _read(path: Path, root: Path | None) -> bytes:
+    """The file's bytes: a FIFO or device in its place is refused, never waited on; with
+    `root`, nothing on the way is a symlink (without, the file is read where it resolves)."""
+    try:
+        data = safe_fs.read_regular(os.path.realpath(path) if root is None else path,
+                                    READ_LIMIT, root=root)
+    except safe_fs.UnsafePath as exc:
+        raise EditError(f"not editing it: {exc}") from None
+    if len(data) > READ_LIMIT:
+        raise EditError(f"{path} is larger than {READ_LIMIT} bytes; not editing it")
+    return data
+
+
+def _changes(path: Path, raw: bytes, root: Path | None) -> bool:
     """Whether the file holds other bytes than `raw` now or very soon: an editor that writes in
     place truncates first, so a file read empty or cut short is usually half-way through a save."""
-    if Path(path).read_bytes() != raw:
+    if _read(path, root) != raw:
         return True
     time.sleep(SAVE_SETTLE)
-    return Path(path).read_bytes() != raw
+    return _read(path, root) != raw
 
 
 def edit_task_file(
-    path: Path, updates: Mapping[str, object | None]
+    path: Path, updates: Mapping[str, object | None], *, root: Path | None = None
 ) -> str:
     """Apply `updates` to the task file at `path` and return the new text.
 
@@ -407,18 +426,18 @@ def edit_task_file(
     it, their edit wins; our keys go on top. The result must parse to the old mapping plus
     `updates`, else EditError and the file is untouched. If the file changes between our read
     and our write (up to the rename itself: see _swap_in), or is read half-saved, the edit is
-    redone on the newer text."""
+    redone on the newer text. `root` (the home): see write_atomic."""
     for _attempt in range(5):
-        raw = Path(path).read_bytes()
+        raw = _read(path, root)
         try:
             current = raw.decode("utf-8")
             before = _load_mapping(current)
         except UnicodeDecodeError as exc:
-            if _changes(path, raw):
+            if _changes(path, raw, root):
                 continue  # read in the middle of a save: read the saved file
             raise EditError(f"{path} is not UTF-8 text; not editing it") from exc
         except EditError:
-            if _changes(path, raw):
+            if _changes(path, raw, root):
                 continue  # read in the middle of a save (an editor writing in place)
             raise
         new = set_keys(current, updates)
@@ -437,7 +456,7 @@ def edit_task_file(
             raise EditError(f"the edit of {path} would not read back as intended (keys {changed})")
         if new == current:
             return current
-        if write_atomic(Path(path), new, unless_changed=raw):
+        if write_atomic(Path(path), new, unless_changed=raw, root=root):
             return new
         # saved by someone between our read and our write: start again from their text
     raise EditError(f"{path} keeps changing while we edit it; try again")

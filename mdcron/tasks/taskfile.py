@@ -12,11 +12,11 @@ import datetime as dt
 import os
 import re
 import reprlib
-import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core import safe_fs
 from ..core.accounts import AccountError, check_group, check_user
 from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
@@ -321,19 +321,26 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
 
 def _load_once(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
     report = _Report(path)
+    try:  # O_NONBLOCK|O_NOFOLLOW, then fstat: a FIFO swapped in after the scan cannot hang us
+        fd = safe_fs.open_at(None, str(path), os.O_RDONLY)
+    except safe_fs.NotRegular as exc:
+        report.error(_not_regular(exc.kind))
+        return None, report.problems
+    except OSError as exc:
+        report.error(f"cannot read the file: {exc.strerror or exc}")
+        return None, report.problems
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            report.error("not a regular file; a task file is a Markdown text file")
+        size = os.fstat(fd).st_size
+        if size > MAX_BYTES:
+            report.error(_too_large(size))
             return None, report.problems
-        if info.st_size > MAX_BYTES:
-            report.error(_too_large(info.st_size))
-            return None, report.problems
-        with open(path, "rb") as handle:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         report.error(f"cannot read the file: {exc.strerror or exc}")
         return None, report.problems
+    finally:
+        os.close(fd)
     if len(data) > MAX_BYTES:
         report.error(_too_large(len(data)))
         return None, report.problems
@@ -348,6 +355,14 @@ def _load_once(path: Path, config: Config) -> tuple[Task | None, list[Problem]]:
         report.error(_not_utf8(f"byte {exc.start}"), line=line)
         return None, report.problems
     return parse_task_text(text, path, config)
+
+
+def _not_regular(kind: str) -> str:
+    if kind == "a symlink":
+        return ("not a regular file (a symlink: mdcron cannot read task files through links, "
+                "which could be swapped for a FIFO or lead anywhere); fix: put the file itself "
+                "in tasks/")
+    return f"not a regular file ({kind}); fix: replace it with a task file"
 
 
 def _too_large(size: int) -> str:

@@ -15,6 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state
+from ..core import safe_fs
 from ..core.clock import to_dt
 from ..core.limits import check_instant
 from ..settings.config import Config, ConfigError, load_config
@@ -205,7 +206,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
             fires.append(nxt.astimezone(sched.zone).isoformat())
             t = nxt
     try:
-        raw = task.path.read_bytes()[:LOG_TAIL].decode("utf-8", "replace")
+        raw = safe_fs.read_regular(task.path, LOG_TAIL)[:LOG_TAIL].decode("utf-8", "replace")
     except OSError:
         raw = ""
     front, _, _ = raw.partition("\n---")
@@ -248,8 +249,9 @@ def _tail(path: Path, config: Config) -> tuple[str, bool]:
         real = Path(os.path.realpath(path))
         if not real.is_relative_to(os.path.realpath(config.logs_dir)):
             return "", False
-        size = real.stat().st_size
-        with open(real, "rb") as fh:
+        fd = safe_fs.open_at(None, str(real), os.O_RDONLY)  # a FIFO there: refused, no wait
+        size = os.fstat(fd).st_size
+        with os.fdopen(fd, "rb") as fh:
             fh.seek(max(0, size - LOG_TAIL))
             return fh.read().decode("utf-8", "replace"), size > LOG_TAIL
     except OSError:

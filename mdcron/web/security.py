@@ -20,6 +20,9 @@ from starlette.datastructures import URL, QueryParams
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..core import safe_fs
+from ..core.private_files import open_private
+
 COOKIE = "mdcron_token"
 SAFE = frozenset({"GET", "HEAD"})
 HEADERS = [
@@ -41,20 +44,25 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_token(path: Path) -> str:
-    """The token in `path`, created (mode 0600, owner only) when missing."""
+def load_token(path: Path, root: Path | None = None) -> str:
+    """The token in `path`, created (mode 0600, owner only) when missing. With `root` (the
+    home, for the default state/web-token) the folders are walked from it without following a
+    symlink; a --token-file of the user's own choosing is taken where it resolves."""
+    if root is None:
+        path = Path(os.path.realpath(path))
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = safe_fs.read_regular(path, 4096, root=root).decode("utf-8").strip()
         if token:
             return token
     except FileNotFoundError:
         pass
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(token + "\n")
-    os.chmod(path, 0o600)
+    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, (token + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
     return token
 
 

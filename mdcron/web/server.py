@@ -23,7 +23,7 @@ def serve(home: Path, host: str, port: int, token_file: Path | None,
               file=sys.stderr)
         return 2
     path = token_file or (home / "state" / DEFAULT_TOKEN)
-    token = load_token(path)
+    token = load_token(path, root=None if token_file else home)
     import uvicorn
 
     from .app import create_app
