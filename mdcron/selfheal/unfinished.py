@@ -108,7 +108,7 @@ def _settle(config: Config, store: Store, path: Path, record: dict[str, Any],
             _write_manifest(config, Path(backup_dir), task_id, record)
     heal_id = store.add_heal(task_id, run_id, attempt, started, what, "", backup_dir, outcome)
     store.add_note(run_id, what)
-    append_jsonl(config.logs_dir / AUDIT_LOG, {
+    append_jsonl(config.logs_dir / AUDIT_LOG, root=config.home, record={
         "time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
         "task": task_id, "run_id": run_id, "attempt": attempt, "event": "recovered",
         "outcome": outcome, "heal_id": heal_id, "diagnosis": what,
