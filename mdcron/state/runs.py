@@ -6,6 +6,7 @@ the dashboard print most of them)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -165,23 +166,25 @@ class RunsTable(Tables):
             extra["note"] = f"{extra['note']}; {note}" if extra.get("note") is not None else note
             db.execute("UPDATE runs SET extra = ? WHERE id = ?", (json.dumps(extra), run_id))
 
-    def prune_runs(self, older_than: float) -> list[str]:
-        """Delete finished runs that started before `older_than`; returns their log paths
-        (with a shared state, only this host's: another host's logs are on that host)."""
-        mine = " AND (host IS NULL OR host = ?)" if self.url else ""
+    def prune_runs(self, older_than: float, keep: int = 0, share: float = 1.0) -> list[str]:
+        """Delete finished runs that started before `older_than`, oldest first, but never a
+        task's `keep` newest runs (by id: the order they were recorded, whatever the clock
+        said) and at most `share` of all rows (rounded up) in this call. Returns the deleted
+        runs' log paths (with a shared state, only this host's: another host's logs are on
+        that host)."""
         with self.write() as db:
-            logs = [
-                r[0]
-                for r in db.execute(
-                    "SELECT log_path FROM runs WHERE started_at < ? AND status != 'running'"
-                    " AND log_path IS NOT NULL" + mine,
-                    (older_than, self.host) if self.url else (older_than,),
-                )
-            ]
-            db.execute(
-                "DELETE FROM runs WHERE started_at < ? AND status != 'running'", (older_than,)
-            )
-        return logs
+            total = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+            limit = math.ceil(total * share)
+            if not limit:
+                return []
+            doomed = db.execute(
+                "SELECT id, log_path, host FROM (SELECT id, log_path, host, started_at, status,"
+                " row_number() OVER (PARTITION BY task_id ORDER BY id DESC) AS newer"
+                " FROM runs) AS r WHERE newer > ? AND started_at < ? AND status != 'running'"
+                " ORDER BY started_at, id LIMIT ?", (keep, older_than, limit)).fetchall()
+            db.executemany("DELETE FROM runs WHERE id = ?", [(r[0],) for r in doomed])
+        return [str(r[1]) for r in doomed
+                if r[1] is not None and (not self.url or r[2] in (None, self.host))]
 
     # -- reads ------------------------------------------------------------------------------
 

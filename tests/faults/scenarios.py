@@ -20,6 +20,7 @@ from faultlib import (
     kill_group_quietly,
     lines,
     lock_pgid,
+    overdue_lock,
     pid_alive,
     query,
     render_task,
@@ -341,6 +342,7 @@ def _stale_trial(home: Path, holder: str) -> str:
             tick.kill()
         else:
             tick.send_signal(signal.SIGSTOP)
+        overdue_lock(home, "h")  # 10 min later, on the monotonic clock the lock records
         run_cli(home, "tick", "--now", "2026-11-23T10:10:00+00:00")
         rows = runs(home, "h")
         alive = group_members(pgid)
