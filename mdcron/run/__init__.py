@@ -1,4 +1,5 @@
 """Running claimed slots: the tick, dispatch, the escalation ladder (escalation_policy.py is its
 pure decision, ladder.py climbs it, attempt.py runs one attempt), processes, locks, resources,
-recovery, the tick's log. May import: core, settings, tasks, state, schedule, hosts, claude.
+recovery, retention, the clock going back (clock_back.py), the tick's log.
+May import: core, settings, tasks, state, schedule, hosts, claude.
 """
