@@ -84,8 +84,8 @@ def test_tick_killed_while_tasks_run_leaves_crashed_rows_and_no_second_run(home)
 
 
 def test_tick_killed_inside_a_database_write_leaves_a_sound_database(home):
-    """SIGKILL while the tick is inside a long write transaction (retention deleting 150,000
-    old runs): SQLite rolls it back, nothing committed is lost, nothing runs twice."""
+    """SIGKILL while the tick is inside a long write transaction (retention deleting its tenth
+    of 450,000 old runs): SQLite rolls it back, nothing committed is lost, nothing runs twice."""
     assert kill_in_write(home) == []
 
 
