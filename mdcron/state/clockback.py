@@ -47,6 +47,13 @@ def ahead(rows: dict[str, StateRow], last: str | None, limit: float) -> bool:
     return max(filter(None, map(_LAST_SLOT, values)), default=0.0) > limit
 
 
+def cleared(row: StateRow, now: float, limit: float) -> StateRow:
+    """Pure: the row as clear_future leaves it (for `tick --dry-run`, which writes nothing)."""
+    if (row.last_slot is not None and row.last_slot > limit) or row.not_before > limit:
+        return row._replace(last_slot=None, not_before=minute_floor(now))
+    return row
+
+
 class ClockBackTable(Tables):
     def clear_future(self, now: float, limit: float) -> Future:
         """Clear what is stamped after `limit` (now + a slack for host skew); see the module

@@ -52,6 +52,9 @@ def test_one_tick_in_2027_then_the_right_time_runs_the_every_minute_task(home, w
     run_cli(home, "tick", "--now", FUTURE)
     ran = len(lines(home / "every"))  # 09:59 (first seen) and "2027"
     daily = slots(home, "daily")
+    dry = run_cli(home, "tick", "--dry-run", "--now", NOW)  # says what the tick will do
+    assert "every" in dry.stdout and "would run" in dry.stdout, dry.stdout + dry.stderr
+    assert "daily" not in dry.stdout
     back = run_cli(home, "tick", "--now", NOW)
     assert "the clock went back by 190 d" in back.stdout, back.stdout + back.stderr
     assert "slots after now were cleared" in back.stdout
