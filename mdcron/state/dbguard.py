@@ -105,7 +105,7 @@ def _read_marker(marker: Path) -> dict | None:
 
 def _write_marker(marker: Path, data: dict) -> None:
     tmp = marker.parent / f".{MARKER}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner-only, as state/
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)  # owner-only
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(json.dumps(data) + "\n")
     os.replace(tmp, marker)
