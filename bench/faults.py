@@ -10,7 +10,7 @@ below the table. Exit status 1 when anything was lost.
 
   ticks     20 ticks started together over 200 due tasks; a case is one (task, slot)
   kill      a tick SIGKILLed at a random moment (0-1.2 s) of a 14-task tick
-  write     a tick SIGKILLed inside its retention transaction (150,000 rows)
+  write     a tick SIGKILLed inside its retention transaction (45,000 of 450,000 rows)
   group     a grandchild ignoring SIGTERM (leader waiting for the timeout / exiting first)
   stale     a hung holder of a stale lock (orphaned task / stopped tick)
   edit      `enabled: false` written while a person saves (rename / in place)

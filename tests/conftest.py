@@ -79,6 +79,29 @@ def run_cli(home: Path, *args: str, env: dict[str, str] | None = None,
     )
 
 
+def overdue_lock(home: Path, task_id: str, seconds: float = 600.0) -> None:
+    """As if the task had been running `seconds` longer: its lock record's monotonic deadline
+    (what decides a stale lock, locks.is_stale) moved back. Waits for the record to name the
+    task's process group first (the tick writes it once more when the task starts)."""
+    import time
+
+    path = home / "state" / "locks" / f"{task_id}.lock"
+    give_up = time.monotonic() + 30
+    while True:
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            info = None
+        if isinstance(info, dict) and info.get("pgid") and info.get("mono_deadline"):
+            break
+        assert time.monotonic() < give_up, f"{task_id}'s lock record never named its group"
+        time.sleep(0.02)
+    info["mono_deadline"] -= seconds
+    with open(path, "r+", encoding="utf-8") as handle:  # in place: the holder keeps its flock
+        handle.truncate()
+        handle.write(json.dumps(info, sort_keys=True))
+
+
 @pytest.fixture
 def cli(home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     def call(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import SCHEDULER, run_cli
+from conftest import SCHEDULER, overdue_lock, run_cli
 
 from mdcron.run.locks import read_info
 from mdcron.run.process import group_alive
@@ -129,7 +129,11 @@ def test_stale_lock_holder_is_killed_and_recorded_as_timeout(home, write_task):
     pgid = _recorded_pgid(home / "state" / "locks" / "hung.lock")
     proc.send_signal(signal.SIGKILL)  # the tick dies; its task keeps the lock, hung
     proc.wait()
-    # 10 minutes later (well past timeout + 60 s), the next tick kills the whole group
+    lock = (home / "state" / "locks" / "hung.lock").read_text()
+    pgid = int(lock.split('"pgid": ')[1].split(",")[0])
+    # 10 minutes later (well past timeout + 60 s on the monotonic clock the lock records), the
+    # next tick kills the whole group
+    overdue_lock(home, "hung")
     out = run_cli(home, "tick", "--now", "2026-11-23T10:10:00+00:00")
     assert "timeout" in out.stdout, out.stdout + out.stderr
     [(status, error)] = statuses(home, "hung")

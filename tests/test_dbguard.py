@@ -35,7 +35,7 @@ def test_a_deleted_database_alerts_once(home, write_task, http_sink):
     done = run_cli(home, "tick", "--now", T[2])
     [alert] = recreated(http_sink)
     assert "first seen now" in alert["message"] and "database-created" in alert["message"]
-    assert "was missing and has been created afresh" in done.stdout
+    assert "was missing or empty and has been created afresh" in done.stdout
     run_cli(home, "tick", "--now", T[3])
     assert len(recreated(http_sink)) == 1
 

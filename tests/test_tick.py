@@ -203,16 +203,22 @@ def test_parallel_runs_respect_max_parallel(home, write_task, config_yaml):
 
 
 def test_retention_prunes_old_runs_and_their_logs(home, write_task):
+    """Runs older than retention_days go with their logs, oldest first, but at most a tenth of
+    the runs per pass, never a task's ten newest, and only once two ticks agree on the time
+    (run/retention.py)."""
     write_task("r", command="echo x")
-    tick(home, T0 - timedelta(days=100))
-    tick(home, T0 - timedelta(days=100) + timedelta(minutes=1))
+    start = T0 - timedelta(days=100)
+    for minute in range(12):
+        tick(home, start + timedelta(minutes=minute))
     old = runs(home, "r")
-    assert len(old) == 2 and all(Path(r["log_path"]).exists() for r in old)
-    tick(home, T0)  # retention runs at most daily; this tick is 100 days later
+    assert len(old) == 12 and all(Path(r["log_path"]).exists() for r in old)
+    tick(home, T0)  # 100 days after the last tick: retention waits for a tick that agrees
+    assert [r["id"] for r in runs(home, "r")][:12] == [r["id"] for r in old]
+    tick(home, T0 + timedelta(minutes=1))  # 14 runs: ceil(1.4) = 2 of the 4 old enough go
     ids = [r["id"] for r in runs(home, "r")]
-    assert not any(r["id"] in ids for r in old)
-    assert not any(Path(r["log_path"]).exists() for r in old)
-    assert len(ids) == 1  # this tick's own run
+    assert ids[:10] == [r["id"] for r in old[2:]] and len(ids) == 12
+    assert not any(Path(r["log_path"]).exists() for r in old[:2])
+    assert all(Path(r["log_path"]).exists() for r in old[2:])
 
 
 def test_renamed_file_keeps_history(home, write_task):

@@ -203,6 +203,8 @@ def test_heal_backups_age_out_with_the_runs(home, write_task, http_sink, fake_cl
     tick(home, T0.replace(hour=10) + timedelta(days=30), fake_claude.environ)
     assert backup.exists()  # within retention_days (90)
     tick(home, T0.replace(hour=10) + timedelta(days=91), fake_claude.environ)
+    assert backup.exists()  # 61 days after the last tick: retention waits for one that agrees
+    tick(home, T0.replace(hour=10) + timedelta(days=91, minutes=1), fake_claude.environ)
     assert not backup.exists() and not backups.exists()
     config, _ = load_config(home)
     with Store(config.db_path) as store:

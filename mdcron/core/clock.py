@@ -32,6 +32,14 @@ class Clock:
         return to_dt(self.now())
 
 
+def monotonic() -> float:
+    """CLOCK_MONOTONIC: seconds since boot, the same for every process of one boot (so a lock
+    record carries it with the boot id), never stepped by NTP, a `date -s` or `tick --now`.
+    It stands still while the machine sleeps, exactly as the holder's own timeout does
+    (process.py), so a stale-lock judgement agrees with the holder about how long it ran."""
+    return time.monotonic()
+
+
 def minute_floor(ts: float) -> float:
     """Start of the minute holding `ts`. A task first seen (or enabled) during a minute counts
     as seen from that minute's start: cron starts the tick a little after the minute, and a task

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..claude.client import run_claude_task
-from ..core.clock import Clock, to_dt
+from ..core.clock import Clock, monotonic, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.private_files import make_private_dirs
 from ..core.safe_fs import UnsafePath
@@ -82,7 +82,7 @@ def run_attempt(
     info = LockInfo(
         task_id=task.id, run_id=run_id, tick_pid=ctx.owner.pid, tick_start=ctx.owner.start,
         boot_id=ctx.owner.boot, pgid=None, child_start=None, started_at=started,
-        deadline=started + task.timeout,
+        deadline=started + task.timeout, mono_deadline=monotonic() + task.timeout,
     )
     lock.write(info)
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from ..core import safe_fs
+from ..core.clock import monotonic
 
 STALE_GRACE = 60.0  # a live holder past its deadline + this many seconds is stale
 INFO_LIMIT = 64 * 1024  # bytes of a lock file read: a holder record is ~300
@@ -38,10 +39,11 @@ class LockInfo:
     pgid: int | None  # the task's own process group, once it started
     child_start: int | None
     started_at: float  # Unix seconds, in the tick's (possibly injected) time
-    deadline: float  # when the holder itself would have given up
+    deadline: float  # when the holder itself would have given up (wall clock: for people)
     mark: str | None = None  # the run's MDCRON_RUN mark, once it started (proctree.py)
     cgroup: str | None = None  # the run's own cgroup, when it has one (proctree.py)
     uid: int | None = None  # the uid the task runs as (`user:`), when not the tick's
+    mono_deadline: float | None = None  # the same on CLOCK_MONOTONIC of boot_id: what decides
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -245,7 +247,15 @@ def _running(pid: int | None, start: int | None, boot: str | None) -> bool:
 
 
 def is_stale(info: LockInfo, now: float) -> bool:
-    return now > info.deadline + STALE_GRACE
+    """A live holder past its deadline + STALE_GRACE, on the monotonic clock of its boot: a
+    wall clock set forward (or a `tick --now` replay) never makes a healthy run stale. A record
+    from another boot is never stale (no holder survives a reboot: recovery finds it crashed).
+    Only a record written before mono_deadline existed falls back to the wall clock."""
+    if info.mono_deadline is None:
+        return now > info.deadline + STALE_GRACE
+    if info.boot_id is not None and boot_id() is not None and info.boot_id != boot_id():
+        return False
+    return monotonic() > info.mono_deadline + STALE_GRACE
 
 
 def kill_holder(info: LockInfo, grace: float) -> list[str]:

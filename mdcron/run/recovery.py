@@ -2,7 +2,9 @@
 
 A row is crashed when the tick that owned it is gone *and* the task's lock is free (no orphaned
 task process is still running). A lock whose live holder is past its deadline + 60 s is stale: its
-process group is killed and the run recorded as a timeout.
+process group is killed and the run recorded as a timeout. "Past its deadline" is measured on the
+monotonic clock the lock records (locks.is_stale), never on the tick's wall clock: a clock set
+forward, or a `tick --now` replay, does not kill a healthy run.
 
 Issue 21: a run whose tick and leader are both gone is over, whatever else still holds its lock
 or its `uses:` units (a grandchild that called setsid inherits their descriptors). What is left of

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..core.clock import monotonic
 from ..core.outcome import Outcome, RunResult
 from ..state.store import Store, StoreError, database_lost, lost_in_tick, state_store
 from ..state.trouble import is_trouble
@@ -118,7 +119,7 @@ def run_one(ctx: RunContext, p, say: Callable[[str], None],  # type: ignore[no-u
             held.write(LockInfo(
                 task_id=task.id, run_id=run_id, tick_pid=owner.pid, tick_start=owner.start,
                 boot_id=owner.boot, pgid=None, child_start=None, started_at=now,
-                deadline=now + task.timeout))
+                deadline=now + task.timeout, mono_deadline=monotonic() + task.timeout))
             run_ctx = replace(ctx, inherit_fds=held.fds(), extra_env=busy_env(held),
                               record_units=held.write)
             try:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core import safe_fs
 from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
@@ -25,14 +24,16 @@ from ..hosts import shared_tick
 from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config
-from ..state.idle import RETENTION_EVERY
-from ..state.store import Store, TaskState, state_store
+from ..state.clockback import ahead
+from ..state.idle import FUTURE_SLACK
+from ..state.store import Store, TaskState, last_tick, state_store
 from ..tasks.task import Task
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .heal_protocol import Healer
 from .ladder import LadderOutcome
 from .recovery import Recovered, recover, recover_heals
+from .retention import retention
 
 if TYPE_CHECKING:
     from ..schedule.cache import View
@@ -147,7 +148,8 @@ def run_tick(
     with state_store(config) as store:
         shared_tick.opening(store, config, say, now,  # issue 11: clock skew, the spool
                             environ if environ is not None else os.environ)
-        if store.get_meta("database_recreated") is not None:  # dbguard.py: alert once
+        guard = store.metas_with_prefix("database_")  # dbguard.py: a recreated database
+        if "database_recreated" in guard:  # alert once
             from ..state.dbguard import alert_if_recreated
 
             alert_if_recreated(store, config, now, say)
@@ -163,6 +165,16 @@ def run_tick(
         if report.recovered:  # forced alerts and incidents now, not after the slowest task
             _after_recovery(store, config, report.recovered, now, environ, say)
         rows = view.observe(store, now)
+        if "database_claimed_until" in guard:  # the lost database's slots do not run again
+            from ..state.dbguard import hold_back
+
+            hold_back(store, float(guard["database_claimed_until"]), now)
+            rows = store.state_rows()
+        last = last_tick(config, store)
+        if ahead(rows, last, now + FUTURE_SLACK):  # the clock went back: clear, say it once
+            from .clock_back import clear
+
+            rows = clear(store, config, now, last, say)
         candidates = view.candidates(rows, now)
         candidates = shared_tick.runnable_here(  # issue 11: hosts:, shared suspensions
             store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
@@ -217,7 +229,7 @@ def run_tick(
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
-        _retention(config, store, clock.now())
+        retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
@@ -292,24 +304,3 @@ def _problems_changed(store: Store, problems: list[Problem]) -> bool:
         return False
     store.set_meta("problems_digest", digest)
     return True
-
-
-def _retention(config: Config, store: Store, now: float) -> None:
-    """At most once a day: drop runs older than retention_days and their log files."""
-    last = store.get_meta("retention_at")
-    if last is not None and now - float(last) < RETENTION_EVERY:
-        return
-    store.set_meta("retention_at", repr(now))
-    pruned = store.prune_runs(now - config.retention_days * 86400)
-    try:  # nothing is deleted through a logs/ swapped for a symlink (core/safe_fs.py)
-        os.close(safe_fs.open_dir(config.home, config.logs_dir))
-    except OSError:
-        return
-    for log in pruned:
-        path = Path(log)
-        if config.logs_dir in path.parents:
-            safe_fs.remove_file(path, root=config.home, folder_too=True)
-    if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
-        from ..selfheal.healer import prune_backups
-
-        prune_backups(config, now - config.retention_days * 86400)

@@ -38,6 +38,7 @@ from ..core.problems import Problem
 from ..settings.config import Config, load_config
 from ..state import idle as fastpath
 from ..state import task_cache
+from ..state.clockback import cleared
 from ..state.meta import read_meta
 from ..state.store import Store, TaskState
 from ..state.task_state import StateRow, state_rows
@@ -281,6 +282,8 @@ class View:
                 states = state_rows(self.db)
             except sqlite3.Error:
                 states = {}
+        limit = now + fastpath.FUTURE_SLACK  # the clock went back: as the tick would clear it
+        states = {k: cleared(s, now, limit) for k, s in states.items()}
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
             o = observe(s.as_state() if s is not None else None, e, now)

@@ -20,7 +20,10 @@ Idle means all of:
     (last_slot, not_before, system zone) and lies after now, except for a task whose `hosts:`
     leave this host out (meta cache_elsewhere): the full tick never runs it here;
   - nothing else is pending: no run marked running (recovery), no outbox message pending or
-    held, the problems are those last reported, and retention is not due.
+    held, the problems are those last reported, and retention is not due;
+  - nothing is stamped after now + FUTURE_SLACK (last_tick, retention_at, a task's last_slot or
+    not_before): the clock went back, and the full tick must clear and say it
+    (run/clock_back.py), else a slot claimed "in 2027" would keep a task idle until 2027.
 With a PostgreSQL state (issue 11) the task_state rows and retention_at read here are this
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
 (pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
@@ -46,6 +49,8 @@ from .schema import SCHEMA_VERSION  # a module of SQL text: nothing imported, st
 CACHE_FORMAT = 2
 RETENTION_EVERY = 86400.0  # seconds between retention passes (tick._retention)
 RACY_NS = 2_000_000_000  # a file changed this close to its reading is read again next time
+FUTURE_SLACK = 120.0  # state stamped this far after now: the clock went back (run/clock_back.py;
+# hosts may each be max_clock_skew, 30 s, off: a slot claimed a minute "early" is no jump)
 DUE_SLACK = 1e-6  # a next_due this close to now counts as due: decide() has the final word
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _REG, _DIR, _FMT = 0o100000, 0o040000, 0o170000
@@ -187,13 +192,14 @@ def connect_readonly(db_path: str):  # -> sqlite3.Connection
 
 
 _META = ("cache_key", "cache_sealed", "cache_problems", "cache_errors", "cache_tasks",
-         "cache_idle", "problems_digest", "retention_at", "cache_elsewhere")
+         "cache_idle", "problems_digest", "retention_at", "cache_elsewhere", "last_tick")
 
 # Rows that show no change, each with whether it is due. Valid tasks also need a task_state
 # row that agrees. A due row is idle only for a task whose `hosts:` leave this host out.
 _FRESH = """
 SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.deps, c.task_id,
-       c.enabled = 1 AND c.next_due IS NOT NULL AND c.next_due <= :now
+       c.enabled = 1 AND c.next_due IS NOT NULL AND c.next_due <= :now,
+       coalesce(s.last_slot > :future OR s.not_before > :future, 0)
 FROM task_cache c LEFT JOIN task_state s ON s.task_id = c.task_id
 WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
   AND (c.task_id IS NULL
@@ -289,7 +295,10 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
     meta = dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", _META))
     if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
         return None
+    future = now + FUTURE_SLACK  # the clock went back: the full tick clears and says it
     try:
+        if float(meta.get("last_tick") or 0) > future:
+            return None
         tasks, errors = int(meta["cache_tasks"]), int(meta["cache_errors"])
     except (KeyError, TypeError, ValueError):
         return None
@@ -300,7 +309,8 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
         retention = meta.get("retention_at")
         if (meta.get("cache_idle") != "1" or meta.get("problems_digest") is None
                 or meta.get("cache_problems") != meta.get("problems_digest")
-                or retention is None or not now - float(retention) < RETENTION_EVERY):
+                or retention is None
+                or not -FUTURE_SLACK <= now - float(retention) < RETENTION_EVERY):
             return None
         busy = db.execute(
             "SELECT EXISTS(SELECT 1 FROM runs WHERE status = 'running')"
@@ -314,14 +324,14 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
     ).fetchone()
     if doubled or total != len(files):
         return None
-    rows = db.execute(_FRESH, {"racy": RACY_NS, "zone": zone_key(),
-                               "now": now + DUE_SLACK}).fetchall()
+    rows = db.execute(_FRESH, {"racy": RACY_NS, "zone": zone_key(), "now": now + DUE_SLACK,
+                               "future": future}).fetchall()
     if len(rows) != total:
         return None
     get = files.get
     due = []
-    for path, size, mtime_ns, ino, ctime_ns, deps, task_id, is_due in rows:
-        if get(path) != (size, mtime_ns, ino, ctime_ns) or (deps and not deps_ok(deps)):
+    for path, size, mtime_ns, ino, ctime_ns, deps, task_id, is_due, ahead in rows:
+        if ahead or get(path) != (size, mtime_ns, ino, ctime_ns) or (deps and not deps_ok(deps)):
             return None
         if is_due:
             due.append(task_id)

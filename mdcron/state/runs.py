@@ -6,6 +6,7 @@ the dashboard print most of them)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -181,23 +182,42 @@ class RunsTable(Tables):
             extra["note"] = f"{extra['note']}; {note}" if extra.get("note") is not None else note
             db.execute("UPDATE runs SET extra = ? WHERE id = ?", (json.dumps(extra), run_id))
 
-    def prune_runs(self, older_than: float) -> list[str]:
-        """Delete finished runs that started before `older_than`; returns their log paths
-        (with a shared state, only this host's: another host's logs are on that host)."""
-        mine = " AND (host IS NULL OR host = ?)" if self.url else ""
+    def prune_runs(self, older_than: float, keep: int = 0, share: float = 1.0) -> list[str]:
+        """Delete finished runs that started before `older_than`, oldest first, but never a
+        task's `keep` newest runs (by id: the order they were recorded, whatever the clock
+        said) and at most `share` of all rows (rounded up) in this call. Returns the deleted
+        runs' log paths (with a shared state, only this host's: another host's logs are on
+        that host). The choice is read outside the write lock (newer runs only push a run
+        further from its task's newest); the delete re-checks that a row is finished."""
+        db = self.connect()
+        total = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+        limit = math.ceil(total * share)
+        if not limit:
+            return []
+        newest: dict[str, int] = {}  # task -> the id of its keep-th newest run (kept from it up)
+        if keep:
+            newest = dict(db.execute(
+                "SELECT t.task_id, (SELECT id FROM runs r WHERE r.task_id = t.task_id"
+                " ORDER BY id DESC LIMIT 1 OFFSET ?) FROM (SELECT DISTINCT task_id FROM runs) t",
+                (keep - 1,)).fetchall())
+        doomed: list[tuple[int, object, object]] = []
+        old = db.execute(  # enough rows even if every task's kept runs come first
+            "SELECT id, task_id, log_path, host FROM runs WHERE started_at < ?"
+            " AND status != 'running' ORDER BY started_at, id LIMIT ?",
+            (older_than, limit + keep * len(newest))).fetchall()
+        for run_id, task_id, log_path, host in old:
+            kept_from = newest.get(task_id)  # None: the task has fewer than `keep` runs
+            if not keep or (kept_from is not None and run_id < kept_from):
+                doomed.append((run_id, log_path, host))
+                if len(doomed) >= limit:
+                    break
+        if not doomed:
+            return []
         with self.write() as db:
-            logs = [
-                r[0]
-                for r in db.execute(
-                    "SELECT log_path FROM runs WHERE started_at < ? AND status != 'running'"
-                    " AND log_path IS NOT NULL" + mine,
-                    (older_than, self.host) if self.url else (older_than,),
-                )
-            ]
-            db.execute(
-                "DELETE FROM runs WHERE started_at < ? AND status != 'running'", (older_than,)
-            )
-        return logs
+            db.executemany("DELETE FROM runs WHERE id = ? AND status != 'running'",
+                           [(r[0],) for r in doomed])
+        return [str(r[1]) for r in doomed
+                if r[1] is not None and (not self.url or r[2] in (None, self.host))]
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ partial unique index: the scheduled first attempt of a slot can be inserted once
 
 Lazy imports: the spool, pgstate (psycopg) and the lost-database guard load only when they
 apply: a result the database could not take, a PostgreSQL URL, a database file that had to be
-created.
+created (or a won claim, which the guard's marker remembers).
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..core import safe_fs
 from ..core.outcome import Outcome, RunResult
+from .clockback import ClockBackTable
 from .comments import CommentsTable
 from .heals import HealsTable
 from .hosts import HostsTable
@@ -64,7 +65,7 @@ def lost_in_tick(exc: BaseException) -> StoreError:
 
 
 class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
-            HealsTable, LeasesTable, HostsTable):
+            HealsTable, LeasesTable, HostsTable, ClockBackTable):
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
     migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
 
@@ -138,6 +139,19 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
                 raise Locked(f"database is locked (waited {self._waited:.0f} s)") from exc
             raise
         self._waited += time.monotonic() - started
+
+
+    def claim_slots(
+        self, claims: Sequence[tuple[str, float, str | None, str]], now: float, owner: Owner
+    ) -> dict[tuple[str, float], int]:
+        """runs.RunsTable.claim_slots; a won claim also moves the lost-database marker's latest
+        claimed slot (dbguard.py), so a database lost later never runs that slot again."""
+        won = super().claim_slots(claims, now, owner)
+        if won and not self.url:
+            from .dbguard import note_claims
+
+            note_claims(self.path, max(slot for _, slot in won))
+        return won
 
     # -- runs: the closing writes, kept in the spool when the database refuses them ---------
 
@@ -243,13 +257,10 @@ def _refuse_symlinks(path: Path) -> None:
 def _open(path: Path) -> sqlite3.Connection:
     try:
         _refuse_symlinks(path)
-        created = False
         if not path.exists():
             # Created owner-only before SQLite touches it; the WAL files inherit the mode.
-            # O_EXCL: of two ticks racing to create it, one only is the creator.
             try:
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-                created = True
             except FileExistsError:
                 pass
         db = sqlite3.connect(path, timeout=LOCK_BUDGET, isolation_level=None,
@@ -257,8 +268,9 @@ def _open(path: Path) -> sqlite3.Connection:
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
-        _migrate(db)
-        if created:  # a lost database must not pass silently (dbguard.py)
+        # A new file, or an empty (zero-byte) one, is migrated from version 0 by exactly one
+        # opener, inside the write lock: that one says if a database was lost (dbguard.py).
+        if _migrate(db) == 0:
             from .dbguard import note_created
 
             note_created(db, path)
@@ -267,10 +279,13 @@ def _open(path: Path) -> sqlite3.Connection:
     return db
 
 
-def _migrate(db: sqlite3.Connection) -> None:
+def _migrate(db: sqlite3.Connection) -> int | None:
+    """Bring the schema up to date; the version found, inside the write lock, when this call
+    migrated (0: the file was new or empty, and this caller is the one that filled it), else
+    None (nothing to do, or another tick did it first)."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
-        return
+        return None
     if version > SCHEMA_VERSION:
         raise sqlite3.DatabaseError(
             f"schema version {version} is newer than this mdcron ({SCHEMA_VERSION}): upgrade mdcron"
@@ -286,6 +301,7 @@ def _migrate(db: sqlite3.Connection) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+    return version if version < SCHEMA_VERSION else None
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -18,7 +18,7 @@ TESTS = Path(__file__).resolve().parent.parent
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from conftest import REPO, SCHEDULER, render_task, run_cli  # noqa: E402, F401
+from conftest import REPO, SCHEDULER, overdue_lock, render_task, run_cli  # noqa: E402, F401
 
 NOW = "2026-11-23T10:00:00+00:00"
 BEFORE = "2026-11-23T09:59:00+00:00"  # a first tick here makes 10:00 slots due at NOW

@@ -20,6 +20,7 @@ from faultlib import (
     kill_group_quietly,
     lines,
     lock_pgid,
+    overdue_lock,
     pid_alive,
     query,
     render_task,
@@ -341,6 +342,7 @@ def _stale_trial(home: Path, holder: str) -> str:
             tick.kill()
         else:
             tick.send_signal(signal.SIGSTOP)
+        overdue_lock(home, "h")  # 10 min later, on the monotonic clock the lock records
         run_cli(home, "tick", "--now", "2026-11-23T10:10:00+00:00")
         rows = runs(home, "h")
         alive = group_members(pgid)
@@ -351,9 +353,10 @@ def _stale_trial(home: Path, holder: str) -> str:
         stop_tick_and_group(tick, pgid)
 
 
-def kill_in_write(home: Path, old_rows: int = 150_000) -> list[str]:
-    """SIGKILL while the tick is inside a long write transaction (retention deleting
-    `old_rows` old runs). Returns what went wrong: [] when the database is sound, the delete
+def kill_in_write(home: Path, old_rows: int = 450_000) -> list[str]:
+    """SIGKILL while the tick is inside a long write transaction (retention deleting its
+    bounded share, a tenth, of `old_rows` old runs: enough dirty pages to spill into the WAL
+    before the commit). Returns what went wrong: [] when the database is sound, the delete
     rolled back as a whole, every committed run kept and nothing run twice."""
     import sqlite3
 

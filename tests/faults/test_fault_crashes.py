@@ -15,6 +15,7 @@ from faultlib import (
     integrity,
     kill_group_quietly,
     lock_pgid,
+    overdue_lock,
     pid_alive,
     run_cli,
     runs,
@@ -83,8 +84,8 @@ def test_tick_killed_while_tasks_run_leaves_crashed_rows_and_no_second_run(home)
 
 
 def test_tick_killed_inside_a_database_write_leaves_a_sound_database(home):
-    """SIGKILL while the tick is inside a long write transaction (retention deleting 150,000
-    old runs): SQLite rolls it back, nothing committed is lost, nothing runs twice."""
+    """SIGKILL while the tick is inside a long write transaction (retention deleting its tenth
+    of 450,000 old runs): SQLite rolls it back, nothing committed is lost, nothing runs twice."""
     assert kill_in_write(home) == []
 
 
@@ -144,7 +145,8 @@ def test_hung_holder_of_a_stale_lock_is_killed_and_recorded(home, write_task, ht
             tick.communicate()
         else:
             tick.send_signal(signal.SIGSTOP)  # a hung tick: alive, holding the lock, silent
-        out = run_cli(home, "tick", "--now", "2026-11-23T10:10:00+00:00")  # 10 min later
+        overdue_lock(home, "hung")  # 10 min later, on the monotonic clock the lock records
+        out = run_cli(home, "tick", "--now", "2026-11-23T10:10:00+00:00")
         assert "marked timeout" in out.stdout, out.stdout + out.stderr
         [row] = runs(home, "hung")
         assert row[3] == "timeout" and "stale lock" in row[4]
