@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from ..core.outcome import Outcome, RunResult
+from ..core.outcome import Outcome, RunResult, late_note
 
 NAME = "spool.jsonl"
 
@@ -80,6 +80,12 @@ def _write(store, e: dict):  # -> (line, the RunResult written or None)
                            log_path=Path(e["log_path"]) if e.get("log_path") else None,
                            extra=e.get("extra") or {})
         done = store.finish_run(e["run_id"], result, e["at"])
+        if not done:  # issue 23: another host closed it (lost); what the task did stays beside
+            store.add_note(e["run_id"], late_note(store.host, result, e["at"]))
+    elif e.get("op") == "late":  # issue 23: a fenced-off holder's result (ladder.py)
+        result = None
+        done = store.keep_late(e["run_id"], e["reason"], e["note"], e["at"])
+        e["status"] = "late result"
     else:
         result = None  # a recovery's verdict, not a ladder's result
         done = store.end_running(e["run_id"], Outcome(e["status"]), e["reason"], e["now"],
