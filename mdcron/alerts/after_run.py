@@ -111,9 +111,9 @@ def render(event: Event) -> tuple[str, str]:
 def after_ladder(store: Store, config: Config, outcome, now: float,
                  environ: Mapping[str, str], say: Say) -> None:
     """Alerts and incidents for one finished ladder. Never raises."""
-    if outcome.lost:  # issue 23: another host's runs this ladder's lease closed
-        after_recovery(store, config, outcome.lost, now, environ, say)
     try:
+        if getattr(outcome, "lost", None):  # issue 23: another host's runs its lease closed
+            after_recovery(store, config, outcome.lost, now, environ, say)
         task = outcome.task
         if outcome.final.outcome is Outcome.SKIPPED:
             return

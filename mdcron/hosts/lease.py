@@ -126,7 +126,10 @@ class Round:
         try:
             if store is None:
                 kind, path, url, host = owner.where
-                store = owner.conn = kind(path, url=url, host=host)
+                store = kind(path, url=url, host=host)
+                with owner.guard:  # an abandoned round keeps its connection to itself
+                    if not self.abandoned:
+                        owner.conn = store
             for h in self.held:
                 sent = time.monotonic()
                 if renew(store, h.lease, self.seconds):

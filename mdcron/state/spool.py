@@ -80,12 +80,14 @@ def _write(store, e: dict):  # -> (line, the RunResult written or None)
                            log_path=Path(e["log_path"]) if e.get("log_path") else None,
                            extra=e.get("extra") or {})
         done = store.finish_run(e["run_id"], result, e["at"])
-        if not done:  # issue 23: another host closed it (lost); what the task did stays beside
-            store.add_note(e["run_id"], late_note(store.host, result, e["at"]))
+        row = None if done else store.run(e["run_id"])
+        if row is not None and row["status"] in ("lost", "timeout"):  # issue 23: another
+            store.add_note(e["run_id"], late_note(store.host, result, e["at"]))  # host's verdict
+            return (f"run {e['run_id']}: spooled {e['outcome']} kept as a note beside the"
+                    f" row another host closed {row['status']}"), None
     elif e.get("op") == "late":  # issue 23: a fenced-off holder's result (ladder.py)
-        result = None
-        done = store.keep_late(e["run_id"], e["reason"], e["note"], e["at"])
-        e["status"] = "late result"
+        store.keep_late(e["run_id"], e["reason"], e["note"], e["at"])
+        return f"run {e['run_id']}: its late result was kept from the spool as a note", None
     else:
         result = None  # a recovery's verdict, not a ladder's result
         done = store.end_running(e["run_id"], Outcome(e["status"]), e["reason"], e["now"],
