@@ -135,6 +135,7 @@ def test_a_cut_off_holder_stops_its_task_before_another_host_starts_one(pg_url, 
         assert not group_alive(info.pgid), "a's task still runs while a is cut off"
         seen = marks_of(marks_file)
         assert seen["a"] and len(seen["b"]) == 10, seen
+        print(f"a's last mark to b's first: {min(seen['b']) - max(seen['a']):.2f} s")
         assert max(seen["a"]) < min(seen["b"]), (
             f"two copies at once: a's last mark {max(seen['a'])}, b's first {min(seen['b'])}")
     finally:
