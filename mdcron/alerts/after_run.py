@@ -9,6 +9,7 @@ Rules:
                            the task are resolved; a success alert when notify_on is success/always
 - a run found crashed / killed as stale by recovery -> forced alert + incident `crashed` /
                           `timeout` (unless notify_on: never), sent before this tick's own runs
+- another host's run whose lease this host took (issue 23) -> forced alert + incident `lost`
 
 Lazy imports: most ladders and ticks end with nothing to say, so the outbox (notify), incidents,
 the task-file parser and hashing load only when an alert, an incident or a resolution is
@@ -29,7 +30,8 @@ from ..state.store import Store, state_store
 from ..tasks.task import Task
 
 Say = Callable[[str], None]
-FORCED = ("suspended", "timeout", "crashed")  # sent at once, whatever quiet hours say; incident
+# sent at once, whatever quiet hours say; incident
+FORCED = ("suspended", "timeout", "crashed", "lost")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ def render(event: Event) -> tuple[str, str]:
     headline = {
         "failure": "failed", "timeout": "timed out", "suspended": "SUSPENDED",
         "recovered": "recovered", "success": "succeeded", "healed": "was healed",
-        "crashed": "crashed",
+        "crashed": "crashed", "lost": "lost (its host stopped renewing its lease)",
     }.get(event.kind, event.kind)
     title = f"mdcron: {task.title} ({task.id}) {headline}"
     lines = [f"{task.title} ({task.id}): {result.outcome.value}"
@@ -110,6 +112,8 @@ def after_ladder(store: Store, config: Config, outcome, now: float,
                  environ: Mapping[str, str], say: Say) -> None:
     """Alerts and incidents for one finished ladder. Never raises."""
     try:
+        if getattr(outcome, "lost", None):  # issue 23: another host's runs its lease closed
+            after_recovery(store, config, outcome.lost, now, environ, say)
         task = outcome.task
         if outcome.final.outcome is Outcome.SKIPPED:
             return
@@ -178,7 +182,8 @@ def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body
 
 def after_recovery(store: Store, config: Config, recovered: list, now: float,
                    environ: Mapping[str, str], say: Say) -> None:
-    """Runs found crashed (their tick died) or killed as stale holders."""
+    """Runs found crashed (their tick died), killed as stale holders, or lost (their host
+    stopped renewing their lease, issue 23)."""
     from pathlib import Path
 
     from ..tasks.taskfile import load_task_file
@@ -188,9 +193,9 @@ def after_recovery(store: Store, config: Config, recovered: list, now: float,
         task = load_task_file(Path(state.path), config)[0] if state and state.path else None
         if task is None:
             continue
-        status = Outcome.TIMEOUT if r.status is Outcome.TIMEOUT else Outcome.CRASHED
+        status = r.status if r.status in (Outcome.TIMEOUT, Outcome.LOST) else Outcome.CRASHED
         result = RunResult(status, fail_reason=r.reason)
-        kind = "timeout" if status is Outcome.TIMEOUT else "crashed"
+        kind = status.value
         if task.notify_on == "never":  # both are forced otherwise, as a timeout of a ladder
             continue
         try:

@@ -48,7 +48,7 @@ from ..state.store import Store
 from .courier import Courier, CourierTimeout
 from .heartbeat import expand_vars, mask, missing_vars
 
-FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout"})
+FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout", "lost"})
 NEVER_COLLAPSED = frozenset({"suspended", "digest"})
 RECOVERY_KINDS = frozenset({"recovered", "success", "healed"})
 SEND_TIMEOUT = 15.0  # seconds for one message, wall-clock: the courier is killed then

@@ -40,7 +40,7 @@ def short_time(value: str | float | None, zone: object = None) -> str:
 
 def status_style(status: object) -> str:
     colours = {"success": "green", "failed": "red", "timeout": "red", "crashed": "magenta",
-               "skipped": "yellow", "running": "cyan"}
+               "lost": "magenta", "skipped": "yellow", "running": "cyan"}
     s = str(status) if status else "—"
     colour = colours.get(s)
     return f"[{colour}]{s}[/{colour}]" if colour else s

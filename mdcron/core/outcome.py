@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from .clock import to_dt
+
 
 class Outcome(StrEnum):
     RUNNING = "running"
@@ -15,6 +17,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     SKIPPED = "skipped"
     CRASHED = "crashed"
+    LOST = "lost"  # issue 23: its host stopped renewing the lease; another host took the task
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,16 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.SUCCESS
+
+
+def late_note(host: str | None, result: RunResult, ended_at: float) -> str:
+    """Pure: what a host whose lease was lost reports of its run afterwards (issue 23), kept
+    as a note beside the row another host closed `lost`: what the task really did."""
+    detail = f" ({result.fail_reason})" if result.fail_reason and not result.ok else ""
+    when = to_dt(ended_at)
+    return (f"late result from host {host or '?'}: {result.outcome.value}{detail} after"
+            f" {result.duration:.1f} s, ended {when:%Y-%m-%d %H:%M:%S} UTC (reported after its"
+            " lease was lost; the row's status stays)")
 
 
 MAX_REASON = 2000  # characters of fail_reason taken from a JSON error envelope

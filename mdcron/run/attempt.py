@@ -89,7 +89,12 @@ def run_attempt(
         result = _start(ctx, task, run_id, attempt, lock, info, log_path)
     except Exception as exc:  # a bug of ours must still close the row
         result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
-    store.finish_run(run_id, result, ctx.clock.now())
+    try:
+        store.finish_run(run_id, result, ctx.clock.now())
+    except Exception as exc:  # issue 23: a fenced-off holder's result is kept as a late one
+        if type(exc).__name__ == "FencedOff":
+            exc.late = (run_id, result, ctx.clock.now())  # type: ignore[attr-defined]
+        raise
     return result
 
 

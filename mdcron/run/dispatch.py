@@ -98,7 +98,8 @@ def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
 
     now = ctx.clock.now()
     after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
-    if outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT:
+    if (outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT
+            or outcome.lost):
         flush_now(store, ctx.config, now, ctx.environ, say)
 
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..core.clock import to_dt
-from ..core.outcome import Outcome, RunResult
+from ..core.outcome import Outcome, RunResult, late_note
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.task import Task
@@ -22,6 +22,7 @@ from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
 from .locks import TaskLock, lock_path, read_info
+from .recovery import Recovered
 
 # The tick makes no healer when the scheduler has no API key (tick.default_healer).
 NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
@@ -38,6 +39,7 @@ class LadderOutcome:
     failures_in_a_row: int = 0
     suspend_error: str | None = None  # the file could not be edited
     released: bool = False  # a chain's claim given back: the slot waits for the previous run
+    lost: list[Recovered] = field(default_factory=list)  # issue 23: another host's, closed
 
     def summary(self) -> str:
         """'run failed (exit 1) → retry failed (exit 1) → heal changed → retry success'."""
@@ -69,16 +71,39 @@ def execute_claimed(
         return not_now(ctx, store, task, run_id, f"previous run still running{since}")
     from ..hosts.lease import FencedOff, task_lease
 
+    lost: list[tuple[int, str]] = []  # another host's rows this run's lease closed as lost
     try:
-        with task_lease(ctx, store, task, run_id) as reason:  # issue 11: across hosts
+        with task_lease(ctx, store, task, run_id, lost) as reason:  # issue 11: across hosts
             if reason is not None:  # another host's run of this task holds its lease
-                return not_now(ctx, store, task, run_id, reason.split(";")[0])
-            return climb(ctx, store, task, run_id, lock, healer)
+                out = not_now(ctx, store, task, run_id, reason.split(";")[0])
+            else:
+                out = climb(ctx, store, task, run_id, lock, healer)
     except FencedOff as exc:  # taken over meanwhile: nothing of this ladder was written
-        refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}")
-        return LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
+        kept = keep_late_result(store, exc, lost)
+        refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}{kept}")
+        out = LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
     finally:
         lock.release()
+    out.lost = [Recovered(task.id, rid, Outcome.LOST, why) for rid, why in lost]
+    return out
+
+
+def keep_late_result(store: Store, exc: Exception, lost: list[tuple[int, str]]) -> str:
+    """Issue 23: what a fenced-off holder's task really did, kept beside the row (a note,
+    unfenced: it changes neither the row's status nor its error). A row nobody closed yet
+    (this host fenced itself before another took the lease) is closed `lost` here, and added
+    to `lost` for its alert. Returns words for the tick's line."""
+    late = getattr(exc, "late", None)
+    if late is None:
+        return ""
+    run_id, result, at = late
+    why = f"lost: {exc}"
+    try:
+        if store.keep_late(run_id, why, late_note(store.host, result, at), at):
+            lost.append((run_id, why))
+    except Exception as err:  # the database is still away: spooled, the next tick keeps it
+        return f"; its late result ({result.outcome.value}): {err}"
+    return f"; its late result ({result.outcome.value}) is kept as a note on run {run_id}"
 
 
 def not_now(ctx: RunContext, store: Store, task: Task, run_id: int,

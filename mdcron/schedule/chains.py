@@ -35,7 +35,7 @@ from ..state.store import Store, TaskState, state_store
 from ..tasks.task import Task
 
 MAX_ROUNDS = 64  # a chain deeper than this finishes in the next tick
-FINAL = ("success", "failed", "timeout", "crashed", "skipped")
+FINAL = ("success", "failed", "timeout", "crashed", "lost", "skipped")
 
 
 # --------------------------------------------------------------- validation (pure)

@@ -2,7 +2,11 @@
 holder, a fence that grows by one at every acquisition and an expiry by the database's own
 clock. hosts/lease.py decides when to take, renew and release them; the statements live here.
 A lease is taken and checked inside one write transaction (the advisory write lock on
-PostgreSQL), so two hosts cannot both take one."""
+PostgreSQL), so two hosts cannot both take one.
+
+Issue 23: the expiry written is `lease_seconds` plus a safety margin (lease_span): the holder
+stops its task by itself once its last successful renewal is older than the lease minus that
+margin (hosts/lease.py), so another host may only take the lease a margin after that."""
 
 from __future__ import annotations
 
@@ -29,6 +33,8 @@ class Granted(NamedTuple):
 
     fence: int
     taken: list[int]
+    last_renewed: float | None = None  # the expired holder's last renewal (database clock)
+    old_host: str | None = None  # that holder's host
 
 
 class Busy(NamedTuple):
@@ -37,6 +43,20 @@ class Busy(NamedTuple):
     host: str
     since: float
     until: float
+
+
+MARGIN_SHARE = 0.1  # of lease_seconds: the safety margin on each side of the nominal lease
+
+
+def margin(seconds: float) -> float:
+    """Pure: the safety margin of a lease of `seconds` (issue 23)."""
+    return seconds * MARGIN_SHARE
+
+
+def lease_span(seconds: float) -> float:
+    """Pure: how long after a renewal another host may take the lease: the lease plus the
+    margin (the holder fenced itself by the lease minus the margin)."""
+    return seconds + margin(seconds)
 
 
 def db_now(dialect: str) -> str:
@@ -63,7 +83,9 @@ class LeasesTable(Tables):
         """Take the lease for `run_id` in one write transaction, unless another host's holder
         is within its lease. A lease this host held before is taken at once (the caller holds
         the task's flock)."""
-        now_sql = db_now(self.dialect)
+        now_sql, span = db_now(self.dialect), lease_span(seconds)
+        renewed: float | None = None
+        old: str | None = None
         with self.write() as db:
             (now,) = db.execute(f"SELECT {now_sql}").fetchone()
             row = db.execute("SELECT holder, host, fence, expires_at, coalesce((SELECT"
@@ -75,18 +97,19 @@ class LeasesTable(Tables):
                 fence = 1
                 db.execute("INSERT INTO leases(task_id, holder, host, run_id, fence,"
                            " acquired_at, expires_at) VALUES (?, ?, ?, ?, 1, ?, ?)",
-                           (task_id, holder, self.host, run_id, now, now + seconds))
+                           (task_id, holder, self.host, run_id, now, now + span))
             else:
                 old_holder, old_host, old_fence, expires_at, since = row
                 if old_holder is not None and old_host != self.host and float(expires_at) > now:
                     return Busy(old_host, float(since), float(expires_at))
                 if old_holder is not None and old_host != self.host:
                     taken = running_on(db, task_id, old_host)
+                    renewed, old = float(expires_at) - span, old_host
                 fence = int(old_fence) + 1
                 db.execute("UPDATE leases SET holder = ?, host = ?, run_id = ?, fence = ?,"
                            " acquired_at = ?, expires_at = ? WHERE task_id = ?",
-                           (holder, self.host, run_id, fence, now, now + seconds, task_id))
-        return Granted(fence, taken)
+                           (holder, self.host, run_id, fence, now, now + span, task_id))
+        return Granted(fence, taken, renewed, old)
 
     def release_lease(self, task_id: str, fence: int) -> None:
         """The run ended: the lease is free (its fence stays, so an older holder stays
@@ -102,7 +125,7 @@ class LeasesTable(Tables):
         cur = self.connect().execute(
             f"UPDATE leases SET expires_at = {now} + ? WHERE task_id = ?"
             f" AND fence = ? AND holder = ? AND expires_at > {now}",
-            (seconds, task_id, fence, holder))
+            (lease_span(seconds), task_id, fence, holder))
         return cur.rowcount == 1
 
     def extend_lease(self, task_id: str, seconds: float) -> bool:
@@ -112,7 +135,7 @@ class LeasesTable(Tables):
         with self.write() as db:
             cur = db.execute(f"UPDATE leases SET expires_at = {now_sql} + ? WHERE task_id = ?"
                              f" AND host = ? AND holder IS NOT NULL AND expires_at > {now_sql}",
-                             (seconds, task_id, self.host))
+                             (lease_span(seconds), task_id, self.host))
             return cur.rowcount == 1
 
     def lease(self, task_id: str) -> LeaseRow | None:

@@ -154,6 +154,12 @@ class RunsTable(Tables):
             )
             return cur.rowcount == 1
 
+    def _keep_late(self, run_id: int, reason: str, note: str, at: float) -> bool:
+        """Issue 23 (Store.keep_late): close the row `lost` if still running; add the note."""
+        closed = self._end_running(run_id, Outcome.LOST, reason, at, False)
+        self.add_note(run_id, note)
+        return closed
+
     def _end_running(self, run_id: int, status: Outcome, reason: str, end: float,
                      unobserved: bool) -> bool:
         with self.write() as db:

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from ..core import safe_fs
-from ..core.outcome import Outcome, RunResult
+from ..core.outcome import Outcome, RunResult, late_note
 
 NAME = "spool.jsonl"
 READ_LIMIT = 256 << 20  # bytes of a spool read at once (a line is ~1 KiB)
@@ -126,6 +126,14 @@ def _write(store, e: dict):  # -> (line, the RunResult written or None)
                            log_path=Path(e["log_path"]) if e.get("log_path") else None,
                            extra=e.get("extra") or {})
         done = store.finish_run(e["run_id"], result, e["at"])
+        row = None if done else store.run(e["run_id"])
+        if row is not None and row["status"] in ("lost", "timeout"):  # issue 23: another
+            store.add_note(e["run_id"], late_note(store.host, result, e["at"]))  # host's verdict
+            return (f"run {e['run_id']}: spooled {e['outcome']} kept as a note beside the"
+                    f" row another host closed {row['status']}"), None
+    elif e.get("op") == "late":  # issue 23: a fenced-off holder's result (ladder.py)
+        store.keep_late(e["run_id"], e["reason"], e["note"], e["at"])
+        return f"run {e['run_id']}: its late result was kept from the spool as a note", None
     else:
         result = None  # a recovery's verdict, not a ladder's result
         done = store.end_running(e["run_id"], Outcome(e["status"]), e["reason"], e["now"],

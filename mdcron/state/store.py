@@ -31,7 +31,7 @@ from .comments import CommentsTable
 from .heals import HealsTable
 from .hosts import HostsTable
 from .incidents import IncidentsTable
-from .leases import LeasesTable, check_fence
+from .leases import FencedOff, LeasesTable, check_fence
 from .meta import MetaTable
 from .outbox import OutboxTable
 from .runs import Owner, RunsTable
@@ -76,6 +76,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         self.url = url
         self.host = host
         self.fence: tuple[str, int] | None = None  # (task, token) while a run holds its lease
+        self.fenced_off: str | None = None  # issue 23: why this holder stopped its own run
         self._db: sqlite3.Connection | None = None
         self._waited = 0.0  # seconds spent waiting for other writers' locks (LOCK_BUDGET)
 
@@ -108,6 +109,8 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         """One short write transaction (BEGIN IMMEDIATE takes the write lock up front, so two
         ticks never deadlock upgrading a read lock). On SQLite, the waits for another
         writer's lock add up to at most LOCK_BUDGET per store; past it, trouble.Locked."""
+        if self.fence is not None and self.fenced_off is not None:
+            raise FencedOff(self.fenced_off)  # issue 23: it fenced itself; nothing is written
         db = self.connect()
         try:
             self._begin(db)
@@ -201,6 +204,15 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
                                      "reason": reason, "now": now, "ended_at": ended_at,
                                      "unobserved": unobserved}):
             return self._end_running(run_id, status, reason, end, unobserved)
+
+
+    def keep_late(self, run_id: int, reason: str, note: str, at: float) -> bool:
+        """Issue 23: a fenced-off holder's own result beside its row: the row, if nobody closed
+        it yet, is closed `lost` with `reason` (True); `note` says what the task did. Not
+        fenced; spooled like finish_run while PostgreSQL is away."""
+        with self._spooling(run_id, {"op": "late", "run_id": run_id, "reason": reason,
+                                     "note": note, "at": at}):
+            return self._keep_late(run_id, reason, note, at)
 
 
 def _write_lock_timeout() -> str:

@@ -13,8 +13,9 @@ from starlette.routing import Route
 from . import data
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # taskfile's id rule, bounded
-STATUSES = ("success", "failed", "timeout", "crashed", "skipped", "running", "never",
-            "disabled", "invalid")
+STATUSES = ("success", "failed", "timeout", "crashed", "lost", "skipped", "running",  # runs'
+            "never", "disabled", "invalid")
+RUN_STATUSES = STATUSES[:7]
 
 
 def task_id(request: Request) -> str:
@@ -86,7 +87,7 @@ def routes(web) -> list[Route]:
         except ValueError as exc:
             raise HTTPException(400, f"day must be YYYY-MM-DD ({exc})") from exc
         return web.page(request, "history.html", title="History", filters=dict(q),
-                        statuses=STATUSES[:6], shared=bool(config.state_url), **view)
+                        statuses=RUN_STATUSES, shared=bool(config.state_url), **view)
 
     async def incidents(request: Request) -> Response:
         config, notes = config_or_page(web, request)
