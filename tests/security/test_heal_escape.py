@@ -366,7 +366,7 @@ config, _ = load_config(Path({str(home)!r}))
 script = config.home / "scripts" / "job.sh"
 backup_dir = config.logs_dir / "heal-backups" / "job" / "20261123T100000Z-1"
 before = script.read_bytes()
-write_private(backup_dir / "scripts" / "job.sh", before)
+write_private(backup_dir / "scripts" / "job.sh", before, root=config.home)
 journal = HealJournal.begin(config, "job", config.tasks_dir / "job.md", 5, 1, {NOW!r},
                             backup_dir)
 journal.intend("scripts/job.sh", before, backup_dir / "scripts" / "job.sh",

@@ -80,7 +80,8 @@ def test_a_symlinked_folder_is_never_written_through(home: Path, tmp_path: Path,
     assert "Traceback" not in said
     complaints = [line for line in said.splitlines() if f"{link} is a symlink" in line]
     assert complaints, said
-    assert all(len(line) < 400 for line in complaints), complaints  # one line each
+    # one line each (paths aside: they are as long as the machine's temporary folders)
+    assert all(len(line.replace(str(home), "~")) < 400 for line in complaints), complaints
     if folder == "logs/runs/a":  # only a's own log folder: b runs as usual
         assert any(line.startswith("a: ") or " a: " in line for line in complaints), said
         assert (home / "logs" / "runs" / "b").is_dir()
@@ -153,7 +154,9 @@ def test_the_heal_writer_raced_by_a_folder_swap_never_writes_outside(home: Path,
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive()
-    assert swaps > 0 and written + refused == 200 and written > 0
+    assert swaps > 0 and written + refused == 200
     assert snapshot(outside) == before, "a heal write landed outside the home"
+    atomic_write_bytes(checked, b"echo after\n")  # the folder back in place: writes go through
+    assert (scripts / "job.sh").read_bytes() == b"echo after\n"
     leftovers = [p.name for p in scripts.iterdir() if p.name != "job.sh"]
     assert leftovers == []  # no temporary file left behind either
