@@ -6,6 +6,7 @@ trickle and times it."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import time
@@ -111,7 +112,10 @@ def test_a_trickling_claude_api_ends_the_comment_check_within_its_bound(home, wr
     assert status == "success", said
     extra, = query(home, "SELECT extra FROM runs")[0]
     note = json.loads(extra)["note"]
-    assert note.startswith("comments left unread: the Claude API did not answer within 4 s")
+    # within claude.timeout, or less when the check's own bound ran short first (a loaded
+    # machine spends part of the bound before the request is sent)
+    assert re.match(r"comments left unread: the Claude API did not answer within [0-9.]+ s",
+                    note), note
     unread, = query(home, "SELECT count(*) FROM comments WHERE read_at IS NULL")[0]
     assert unread == 1
     wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up", 10)
