@@ -237,8 +237,8 @@ def _connect_when_free(url: str):
 
 def _server_full(exc: Exception) -> bool:
     text = str(exc)
-    return (getattr(exc, "sqlstate", None) == "53300" or "too many c" in text
-            or "remaining connection slots are reserved" in text)
+    return (getattr(exc, "sqlstate", None) == "53300" or "too many clients" in text
+            or "too many connections" in text or "remaining connection slots" in text)
 
 
 def _connect(url: str, application: str = "mdcron"):
