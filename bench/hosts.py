@@ -13,11 +13,16 @@ table; asserts nothing. Rows:
                           through Store.claim_slots, one transaction per slot, all at once;
                           claims won per second of wall time (each (task, slot) won once:
                           checked).
+  spread, 3 hosts         issue 23 item 9: 3 homes (hosts a, b, c, max_parallel 8) tick at
+                          once over the same 300 due tasks that sleep 0.2 s; each host's share
+                          of the runs (20-45 % each is the goal) and the wall time; each
+                          (task, slot) ran once: checked.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -90,6 +95,49 @@ def claims_per_second(url: str | None, root: Path, first: float = 1_800_000_000.
     return won / took, won
 
 
+SPREAD_TASKS, SPREAD_WORKERS, SPREAD_BUSY = 300, 8, 0.2
+DUE, FIRST_SEEN = "2026-11-23T10:00:00+00:00", "2026-11-23T09:59:00+00:00"
+
+
+def spread_home(root: Path, host: str, url: str) -> Path:
+    home = root / "spread" / host
+    (home / "tasks").mkdir(parents=True)
+    (home / "scheduler.yaml").write_text(
+        f"host: {host}\nmax_parallel: {SPREAD_WORKERS}\nstate_url: '{url}'\n")
+    for i in range(SPREAD_TASKS):
+        (home / "tasks" / f"s{i:03d}.md").write_text(
+            f"---\nid: s{i:03d}\nschedule: '0 10 * * *'\n"
+            f"command: 'sleep {SPREAD_BUSY}'\n---\n")
+    return home
+
+
+def spread(url: str, root: Path) -> tuple[dict[str, int], float]:
+    """3 hosts tick at the same instant over SPREAD_TASKS due tasks: ({host: runs}, seconds);
+    SystemExit unless every (task, slot) ran exactly once."""
+    homes = [spread_home(root, host, url) for host in HOSTS]
+    for home in homes:  # first seen: the 10:00 slot is due from here on
+        subprocess.run([sys.executable, str(REPO / "scheduler.py"), "--home", str(home),
+                        "tick", "--now", FIRST_SEEN], check=True, capture_output=True)
+    t0 = time.perf_counter()
+    ticks = [subprocess.Popen([sys.executable, str(REPO / "scheduler.py"), "--home", str(home),
+                               "tick", "--now", DUE], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for home in homes]
+    errors = [t.communicate()[1] for t in ticks]
+    took = time.perf_counter() - t0
+    if any(t.returncode != 0 for t in ticks):
+        raise SystemExit(f"spread: a tick failed: {[e[-500:] for e in errors]}")
+    out = subprocess.run([sys.executable, str(REPO / "scheduler.py"), "--home", str(homes[0]),
+                          "history", "-n", "10000", "--json"], capture_output=True, text=True,
+                         check=True)
+    rows = json.loads(out.stdout)
+    slots = {(r["task_id"], r["scheduled_for"]) for r in rows}
+    if len(rows) != SPREAD_TASKS or len(slots) != SPREAD_TASKS:
+        raise SystemExit(f"spread: {len(rows)} runs of {len(slots)} slots,"
+                         f" expected {SPREAD_TASKS} once each")
+    per_host = {host: sum(r["host"] == host for r in rows) for host in HOSTS}
+    return per_host, took
+
+
 @contextmanager
 def pg_server(names: tuple[str, ...]) -> Iterator[list[str]]:
     """A throwaway PostgreSQL (pgserver) with an empty database per name: their URLs.
@@ -122,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mdcron-bench-hosts-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         if args.url is None:
-            idle_url, claims_url = stack.enter_context(pg_server(("bench_idle",
-                                                                  "bench_claims")))
+            idle_url, claims_url, spread_url = stack.enter_context(pg_server((
+                "bench_idle", "bench_claims", "bench_spread")))
         else:
-            idle_url = claims_url = args.url
+            idle_url = claims_url = spread_url = args.url
         rows = []
         for backend, u in (("SQLite", None), ("PostgreSQL", idle_url)):
             home = idle_home(root, args.tasks, u)
@@ -139,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
                            ("PostgreSQL", claims_url)):
             rate, won = claims_per_second(u, root)
             rows.append((f"claims/s, 3 hosts ({won} claims)", backend, f"{rate:.0f}", ""))
+        per_host, took = spread(spread_url, root)
+        shares = " / ".join(f"{100 * n / SPREAD_TASKS:.0f}" for n in per_host.values())
+        rows.append((f"spread, 3 hosts, {SPREAD_TASKS} due (% a / b / c)", "PostgreSQL",
+                     shares, f"{took:.1f} s"))
     head = ("row", "state", "median", "min")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     for line in (head, tuple("-" * w for w in widths), *rows):

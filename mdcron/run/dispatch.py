@@ -45,34 +45,7 @@ def run_all(
         return []
 
     def one(item: tuple[Task, int]) -> LadderOutcome:
-        task, run_id = item
-        with state_store(ctx.config) as store:  # one connection per thread
-            try:
-                task, skip_reason, unread_note = read_comments(ctx, store, task)
-                if skip_reason is not None:
-                    store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
-                    result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
-                    outcome = LadderOutcome(task, result, Step.DONE, skip_reason,
-                                            steps=[(1, "run", result)])
-                else:
-                    outcome = execute_claimed(ctx, store, task, run_id, healer)
-                    if unread_note:  # why the comments were not read, on the run's row
-                        store.add_note(run_id, unread_note)
-            except StoreError:
-                raise  # the database refused: the tick stops with one line (its result spooled)
-            except Exception as exc:  # one task's failure never ends the tick
-                if database_lost(exc) or is_trouble(exc):
-                    raise  # the state went away: the tick stops with one line (cli)
-                print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
-                result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
-                store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
-                outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
-            if outcome.released:  # a chain's slot, owed again: no row, no alert (issue 23)
-                say(f"{task.id}: {outcome.reason}")
-                return outcome
-            say(describe_outcome(outcome))
-            after_one(store, ctx, outcome, say)
-        return outcome
+        return run_one(ctx, item, say, healer)
 
     workers = max(1, min(ctx.config.max_parallel, len(to_run)))
     if workers == 1:
@@ -87,6 +60,39 @@ def run_all(
             except Exception:  # an optimisation only: its work is done again after the runs
                 pass
         return list(outcomes)
+
+
+def run_one(ctx: RunContext, item: tuple[Task, int], say: Callable[[str], None],
+            healer: Healer | None) -> LadderOutcome:
+    """One claimed run: its comments, its ladder, its alerts, on its own connection."""
+    task, run_id = item
+    with state_store(ctx.config) as store:  # one connection per thread
+        try:
+            task, skip_reason, unread_note = read_comments(ctx, store, task)
+            if skip_reason is not None:
+                store.end_running(run_id, Outcome.SKIPPED, skip_reason, ctx.clock.now())
+                result = RunResult(Outcome.SKIPPED, fail_reason=skip_reason)
+                outcome = LadderOutcome(task, result, Step.DONE, skip_reason,
+                                        steps=[(1, "run", result)])
+            else:
+                outcome = execute_claimed(ctx, store, task, run_id, healer)
+                if unread_note:  # why the comments were not read, on the run's row
+                    store.add_note(run_id, unread_note)
+        except StoreError:
+            raise  # the database refused: the tick stops with one line (its result spooled)
+        except Exception as exc:  # one task's failure never ends the tick
+            if database_lost(exc) or is_trouble(exc):
+                raise  # the state went away: the tick stops with one line (cli)
+            print(f"mdcron: internal error running {task.id}: {exc!r}", file=sys.stderr)
+            result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
+            store.end_running(run_id, Outcome.FAILED, result.fail_reason or "", ctx.clock.now())
+            outcome = LadderOutcome(task, result, Step.GIVE_UP, result.fail_reason or "")
+        if outcome.released:  # a chain's slot, owed again: no row, no alert (issue 23)
+            say(f"{task.id}: {outcome.reason}")
+            return outcome
+        say(describe_outcome(outcome))
+        after_one(store, ctx, outcome, say)
+    return outcome
 
 
 def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,

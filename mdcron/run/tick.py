@@ -186,14 +186,18 @@ def run_tick(
         view.save(store)
         # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
         deferred = [p for p in report.planned if p.action == "run" and p.task.uses]
+        # issue 23: with a shared state the other runs claim as workers free up (spread.py)
+        spread = [p for p in report.planned
+                  if p.action == "run" and not p.task.uses] if store.url else []
+        later = {id(p) for p in (*deferred, *spread)}
         claims = [
             (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
-            for p in report.planned if not (p.action == "run" and p.task.uses)
+            for p in report.planned if id(p) not in later
         ]
         won = store.claim_slots(claims, now, owner)
         to_run = []
         for p in report.planned:
-            if p.action == "run" and p.task.uses:
+            if id(p) in later:
                 continue
             run_id = won.get((p.task.id, p.slot))
             if run_id is None:
@@ -211,11 +215,22 @@ def run_tick(
         from .resource_runs import start as start_deferred
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
-        report.ladders = run_all(ctx, to_run, say, healer,
-                                  meanwhile=lambda: (view.prepare_complete(),
-                                                     fill_reasons(report.planned, config)))
-        report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
-                                                                       strict=True)]
+
+        def meanwhile() -> None:  # while the first tasks run: croniter, the plain reasons
+            view.prepare_complete()
+            fill_reasons(report.planned, config)
+
+        if spread:
+            from .spread import run_spread  # lazy: a shared state with due runs only
+
+            ran, lost = run_spread(ctx, store, spread, say, healer, meanwhile)
+            report.lost_claims.extend(lost)
+            report.ladders = [o for _, _, o in ran]
+            report.results = [(task, rid, o.final) for task, rid, o in ran]
+        else:
+            report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile)
+            report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
+                                                                           strict=True)]
         view.complete(store)  # croniter only now, once the tasks started (or ran)
         fill_reasons(report.planned, config)
         for rid, o in uses.join():

@@ -21,7 +21,9 @@ and a home on SQLite, never load it.
 
 from __future__ import annotations
 
+import random
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 
@@ -32,6 +34,9 @@ from .schema import PG_MIGRATIONS, PG_SCHEMA, PG_SCHEMA_VERSION, SCHEMA_VERSION
 WRITE_LOCK = 0x6D6463726F6E  # 'mdcron': the advisory lock every write transaction takes
 SCHEMA_LOCK = WRITE_LOCK + 1
 CONNECT_TIMEOUT = 10  # seconds; a tick that cannot reach the database says so, it does not hang
+# A server at max_connections is waited for this long (issue 23: hosts that spread a minute's
+# runs each hold a connection per running task, so a burst can fill it for a moment).
+FULL_WAIT = 30.0
 ID_TABLES = frozenset({"runs", "outbox", "incidents", "heals", "comments"})  # id identity
 _INSERT = re.compile(r"^\s*INSERT\s+(OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*\(([^)]*)\)",
                      re.IGNORECASE | re.DOTALL)
@@ -201,7 +206,7 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         raise PgError("state_url is PostgreSQL but the driver is not installed: run"
                       " `pip install -r requirements.txt` (psycopg[binary])") from exc
     try:
-        conn = _connect(url)
+        conn = _connect_when_free(url)
     except psycopg.Error as exc:
         raise PgError(f"cannot connect to {mask(url)}: {_first_line(exc, url)}") from None
     try:
@@ -212,6 +217,28 @@ def connect(url: str, migrate: bool = True) -> PgConnection:
         raise PgError(f"the state database {mask(url)} cannot be used:"
                       f" {_first_line(exc, url)}") from None
     return PgConnection(conn, url)
+
+
+def _connect_when_free(url: str):
+    """_connect, waiting (up to FULL_WAIT, with jittered backoff) while the server refuses
+    with "too many clients"; any other failure is raised at once."""
+    import psycopg
+
+    deadline, pause = time.monotonic() + FULL_WAIT, 0.05
+    while True:
+        try:
+            return _connect(url)
+        except psycopg.OperationalError as exc:
+            if not _server_full(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause * random.uniform(0.5, 1.5))  # waiting on connections, not the clock
+        pause = min(pause * 2, 1.0)
+
+
+def _server_full(exc: Exception) -> bool:
+    text = str(exc)
+    return (getattr(exc, "sqlstate", None) == "53300" or "too many clients" in text
+            or "too many connections" in text or "remaining connection slots" in text)
 
 
 def _connect(url: str, application: str = "mdcron"):
