@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.problems import Problem
+from ..core.safe_fs import NotRegular, read_followed
 from ..settings.config import Config
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "prompts"
@@ -34,6 +35,7 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "check-comments.txt": ("task_id", "task_file", "task_text", "comments", "now"),
 }
 
+MAX_TEMPLATE_BYTES = 1 << 20  # read no further: a prompt is a few KiB
 _SECTION = re.compile(r"^\{\{([#/])([A-Za-z_][A-Za-z0-9_]*)\}\}[ \t]*$")
 
 
@@ -65,8 +67,15 @@ def render_template(config: Config, name: str, values: Mapping[str, str]) -> str
     the file and the fix."""
     source = template_source(config, name)
     path = source.path
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # O_NONBLOCK, then fstat: a FIFO in its place is refused, never waited on
+        data = read_followed(path, MAX_TEMPLATE_BYTES)
+        if len(data) > MAX_TEMPLATE_BYTES:
+            raise TemplateError(f"prompt template {path} is larger than "
+                                f"{MAX_TEMPLATE_BYTES // 1024} KiB; a prompt is a page or two")
+        text = data.decode("utf-8")
+    except NotRegular as exc:
+        raise TemplateError(f"prompt template {path} is not a regular file ({exc.kind}); replace"
+                            " it with a template file or delete it") from None
     except FileNotFoundError:
         raise TemplateError(f"prompt template {path} is missing; restore it from the mdcron"
                             " repository") from None

@@ -53,13 +53,14 @@ def salvage_notify(home: Path, environ: Mapping[str, str]) -> NotifyConfig | Non
     else each top-level block (`notify:`, `heartbeat_url:`, `timezone:`) parsed on its own, so
     a typo elsewhere still leaves the destinations usable. None when none can be read."""
     path = home / CONFIG_NAME
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+    # bounded: a hostile config must not crash the alert
+    from ..core.safe_yaml import MAX_BYTES, load_yaml
+
+    try:  # O_NONBLOCK, then fstat: a FIFO in its place is not waited on
+        text = safe_fs.read_followed(path, MAX_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
     import yaml
-
-    from ..core.safe_yaml import load_yaml  # bounded: a hostile config must not crash the alert
 
     raw: dict[str, object] = {}
     try:

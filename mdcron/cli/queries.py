@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -134,6 +135,20 @@ def explain(config: Config, task: Task, state: TaskState | None, at: float) -> l
         lines.append(f"not on this host: hosts: [{', '.join(task.hosts)}] and this host is"
                      f" {config.host_name!r} (`host:` in scheduler.yaml); one of those claims it")
         return lines
+    try:
+        return lines + _decision_lines(config, task, state, at, local)
+    except Exception as exc:  # a state row out of range: one line, as the tick says it
+        from ..schedule.cache import maths_problem  # lazy: only for a broken task
+
+        return [*lines, str(maths_problem(task.id, task.path, exc))]
+
+
+def _decision_lines(config: Config, task: Task, state: TaskState | None, at: float,
+                    local: Callable[[datetime | None], str]) -> list[str]:
+    """`why`'s decision part: the state, the fires since, what decide() says and why."""
+    sched = schedule_of(task, config)
+    at_dt = to_dt(at)
+    lines: list[str] = []
     state = observe(state, task, at)
     last = to_dt(state.last_slot) if state.last_slot is not None else None
     not_before = to_dt(state.not_before)

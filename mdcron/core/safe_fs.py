@@ -208,6 +208,30 @@ def read_regular(path: str | os.PathLike[str], limit: int, *,
         os.close(fd)
 
 
+def read_followed(path: str | os.PathLike[str], limit: int) -> bytes:
+    """read_regular for a file the person may link (scheduler.yaml, prompts/*): a symlink is
+    followed, but what it leads to must be a regular file. Opened O_NONBLOCK, then fstat'ed: a
+    FIFO, a device or a folder is refused (NotRegular, its message without the fix), never
+    waited on. FileNotFoundError when there is nothing."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = kind_of(info.st_mode)
+            raise NotRegular(f"{os.fspath(path)} is not a regular file ({what})", what)
+        os.set_blocking(fd, True)
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(dir_fd: int) -> None:
     try:
         os.fsync(dir_fd)

@@ -130,13 +130,16 @@ def _start(
     # issue 21: setsid leaves the group, not the run's cgroup or mark
     tree = Tree.open(run_id, who.switch.uid if who.switch is not None else None)
     env.update((tree.env,))
+    # the lock and the units name the run's tree before the spawn, so that the next tick can
+    # end what a tick killed with -9 left behind (recovery.py), even one killed before on_start
+    marked = replace(info, mark=tree.mark, cgroup=str(tree.cgroup) if tree.cgroup else None,
+                     uid=None if who.switch is None else who.switch.uid)
+    lock.write(marked)
+    if ctx.record_units is not None:
+        ctx.record_units(marked)
 
     def on_start(pid: int) -> None:
-        # the lock and the units name the run's tree, so that the next tick can end what a tick
-        # killed with -9 left behind (recovery.py)
-        started = replace(info, pgid=pid, child_start=process_start_time(pid), mark=tree.mark,
-                          cgroup=str(tree.cgroup) if tree.cgroup else None,
-                          uid=None if who.switch is None else who.switch.uid)
+        started = replace(marked, pgid=pid, child_start=process_start_time(pid))
         lock.write(started)
         if ctx.record_units is not None:
             ctx.record_units(started)

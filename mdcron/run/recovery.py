@@ -110,11 +110,15 @@ def remove_cgroup_of(info: LockInfo) -> None:
 
 def crash_reason(row: dict, info: LockInfo | None, run_id: int) -> tuple[str, float | None, bool]:
     """Pure: what is known of a run whose tick died -> (reason, real end or None, unobserved).
-    The lock names the run once it is taken and its process group once the task started; no
-    record of this run means the task never started (it ended when it was claimed)."""
+    The lock names the run once it is taken, its mark just before the spawn and its process
+    group once the task started; no record of this run means the task never started (it ended
+    when it was claimed), a mark without a group that it may have."""
     died = f"the tick running it (pid {row['owner_pid']}) died before it finished"
     if info is None or info.run_id != run_id:
         return f"{died}; the task never started", float(row["started_at"]), False
+    if info.pgid is None and info.mark:  # killed between the spawn and its record
+        return (f"{died}; the task may have started (its process was not yet recorded), so no"
+                " duration is recorded", None, True)
     if info.pgid is None:
         return f"{died}; the task never started", float(row["started_at"]), False
     return (f"{died}; the task (process group {info.pgid}) ended unobserved, so no duration"

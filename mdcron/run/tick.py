@@ -64,11 +64,12 @@ class TickReport:
 
 def plan(
     tasks: list[Task], states: dict[str, TaskState], config: Config, now: float,
-    plain: dict[str, float] | None = None,
+    plain: dict[str, float] | None = None, problems: list[Problem] | None = None,
 ) -> list[Planned]:
     """Pure: which enabled tasks have a slot to run or to record as skipped at `now`.
     `plain`: id -> the slot the cache alone knows decide() runs (cache.plain_due); those are
-    planned without croniter, their reason left "" until fill_reasons (after the runs start)."""
+    planned without croniter, their reason left "" until fill_reasons (after the runs start).
+    A task whose decision raises is left out, with its problem added to `problems`."""
     out: list[Planned] = []
     now_dt = to_dt(now)
     for task in tasks:
@@ -80,13 +81,20 @@ def plan(
         from ..core.cron import decide, schedule_of
 
         state = states.get(task.id) or observe(None, task, now)
-        decision = decide(
-            schedule_of(task, config),
-            now=now_dt,
-            last_slot=to_dt(state.last_slot) if state.last_slot is not None else None,
-            not_before=to_dt(state.not_before),
-            catchup=task.catchup if task.catchup is not None else config.catchup,
-        )
+        try:
+            decision = decide(
+                schedule_of(task, config),
+                now=now_dt,
+                last_slot=to_dt(state.last_slot) if state.last_slot is not None else None,
+                not_before=to_dt(state.not_before),
+                catchup=task.catchup if task.catchup is not None else config.catchup,
+            )
+        except Exception as exc:  # one task's maths never stops the others
+            from ..schedule.cache import maths_problem  # lazy: as decide
+
+            if problems is not None:
+                problems.append(maths_problem(task.id, task.path, exc))
+            continue
         if decision.action in ("run", "skip") and decision.slot is not None:
             out.append(
                 Planned(task, decision.action, decision.slot.timestamp(), decision.reason,
@@ -141,7 +149,7 @@ def run_tick(
         else:
             candidates, states = view.dry_run(now)
         view.close()
-        report.planned = plan(candidates, states, config, now)
+        report.planned = plan(candidates, states, config, now, problems=report.problems)
         return report
 
     owner = current_owner()
@@ -153,8 +161,6 @@ def run_tick(
             from ..state.dbguard import alert_if_recreated
 
             alert_if_recreated(store, config, now, say)
-        with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
-            report.problems_changed = _problems_changed(mine, report.problems)
         report.recovered = recover(config, store, now, owner.pid)
         report.recovered, heal_lines = recover_heals(config, store, now, report.recovered)
         for line in heal_lines:
@@ -180,7 +186,10 @@ def run_tick(
             store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
         candidates = honour_held(store, candidates, say)  # issue 22: files that refused it
         report.planned = plan(candidates, task_states(rows, candidates), config, now,
-                              view.plain(candidates, rows, now))
+                              view.plain(candidates, rows, now), problems=report.problems)
+        # once candidates and plan have added the tasks whose fire times cannot be computed
+        with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
+            report.problems_changed = _problems_changed(mine, report.problems)
         broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)

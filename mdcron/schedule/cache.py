@@ -137,6 +137,14 @@ def fire_after(task: Task, config: Config, fire: float | None) -> float | None:
     return after.timestamp() if after is not None else None
 
 
+def maths_problem(task_id: str | None, path: str | Path, exc: Exception) -> Problem:
+    """One task whose fire times cannot be computed (a state row out of range, a schedule the
+    maths refuses): invalid for this tick, the others run (design: one bad input, one task)."""
+    why = f" (`why {task_id}`)" if task_id else ""
+    return Problem(Path(path), f"its next fire cannot be computed ({type(exc).__name__}: {exc});"
+                   f" this tick skips it; fix: check its schedule and its state{why}")
+
+
 PLAIN_LATE = 59.0  # decide(): a slot under 60 s late runs whatever catchup says (margin: 1 s)
 
 
@@ -265,7 +273,11 @@ class View:
                     if not e.skip:
                         out.append(e)
                     continue
-                self._set_due(e, task, state.last_slot, state.not_before)
+                try:
+                    self._set_due(e, task, state.last_slot, state.not_before)
+                except Exception as exc:  # one task's maths never stops the others
+                    self.problems.append(maths_problem(e.id, e.path, exc))
+                    continue
             if e.next_due is not None and e.next_due <= now + fastpath.DUE_SLACK:
                 out.append(e)
         return [t for e in out if (t := self.task(e)) is not None]

@@ -150,10 +150,15 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
         return Config(home=home), []
     import yaml  # lazy: yaml (~10 ms) only when there is a config file
 
+    from ..core.safe_fs import NotRegular  # lazy: as yaml
     from ..core.safe_yaml import YamlLimitError, load_yaml  # lazy: as yaml
 
     try:
         data = load_yaml(_read_text(path)) or {}
+    except NotRegular as exc:  # a FIFO, a folder, a device: refused, never waited on
+        raise ConfigError([Problem(
+            path, f"not a regular file ({exc.kind}); fix: replace it with the config file (a "
+            "symlink to one is fine) or remove it")]) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(path, f"cannot read the config: {exc}")]) from exc
     except YamlLimitError as exc:
@@ -175,10 +180,10 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
 
 def _read_text(path: Path) -> str:
     """The file's text, read no further than the YAML limit (a huge file is refused unread)."""
+    from ..core.safe_fs import read_followed  # lazy: as in load_config
     from ..core.safe_yaml import MAX_BYTES  # lazy: as in load_config
 
-    with open(path, "rb") as handle:
-        data = handle.read(MAX_BYTES + 1)
+    data = read_followed(path, MAX_BYTES)
     if len(data) > MAX_BYTES:
         raise OSError(f"larger than {MAX_BYTES // 1024 // 1024} MiB; a config is a few lines")
     return data.decode("utf-8")

@@ -66,14 +66,27 @@ def note_config(config: object, text: str | None) -> None:
 
 def config_text(home: str) -> str | None:
     """scheduler.yaml as text ('-' when there is none); None when it cannot be read."""
+    # O_NONBLOCK, then fstat: a FIFO in its place must not hang the tick (a symlink is
+    # followed: people link their config). Not a file: None, and load_config says why.
     try:
-        with open(os.path.join(home, "scheduler.yaml"), "rb") as handle:
-            data = handle.read()
+        fd = os.open(os.path.join(home, "scheduler.yaml"),
+                     os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return "-"
     except OSError:
         return None
-    return "+" + data.decode("utf-8", "surrogateescape")
+    try:
+        if os.fstat(fd).st_mode & _FMT != _REG:
+            return None
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return "+" + b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
 def code_fingerprint() -> str:

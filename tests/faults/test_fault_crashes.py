@@ -53,7 +53,11 @@ def test_tick_killed_while_tasks_run_leaves_crashed_rows_and_no_second_run(home)
         tick.send_signal(signal.SIGKILL)
         tick.communicate()
         orphans = [int((marks / p.name).read_text()) for p in started.iterdir()]
-        running = sorted(p.name for p in started.iterdir())
+        began = sorted(p.name for p in started.iterdir())
+        # a task whose tick died between its spawn and its record (a mark, no group yet) is
+        # killed through its mark and crashed by the next tick (tests/faults/test_fault_spawn_gap)
+        gap = {t for t in began if lock_pgid(home, t) is None}
+        running = [t for t in began if t not in gap]
         # the orphaned tasks still hold their locks; the 8 claimed but never started are crashed
         out = run_cli(home, "tick", "--now", "2026-11-23T10:00:30+00:00")
         assert out.returncode == 0, out.stdout + out.stderr
@@ -62,6 +66,7 @@ def test_tick_killed_while_tasks_run_leaves_crashed_rows_and_no_second_run(home)
         assert sorted(t for t, s in status.items() if s == "crashed") == sorted(
             set(ids) - set(running))
         assert held_locks(home) == running
+        assert all("may have started" in r[4] for r in runs(home) if r[0] in gap)
         release.touch()
         wait_until(lambda: not any(pid_alive(p) for p in orphans), "orphaned tasks exited")
         out = run_cli(home, "tick", "--now", "2026-11-23T10:01:00+00:00")
@@ -72,7 +77,7 @@ def test_tick_killed_while_tasks_run_leaves_crashed_rows_and_no_second_run(home)
         assert integrity(home) == "ok"
         for task_id in ids:  # nothing ran twice for the 10:00 slot
             lines = (marks / task_id).read_text().split() if (marks / task_id).exists() else []
-            assert len(lines) == (1 if task_id in running else 0)
+            assert len(lines) == (1 if task_id in began else 0)
         # the next fire runs as usual, once
         out = run_cli(home, "tick", "--now", NEXT_DAY)
         assert out.returncode == 0

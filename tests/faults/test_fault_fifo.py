@@ -78,3 +78,56 @@ def test_a_fifo_swapped_in_under_the_loader_cannot_hang_it(home: Path) -> None:
     seen = eval(out.stdout)  # a list of strings printed by the child
     assert set(seen) <= {"task", FIFO_ERROR}, seen
     assert "task" in seen
+
+
+CONFIG_FIFO = ("scheduler.yaml: error: not a regular file (a FIFO); fix: replace it with the"
+               " config file")
+
+
+def _cli_within(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return run_cli(home, *args, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"`{' '.join(args)}` hung on a FIFO") from None
+
+
+def test_a_fifo_in_place_of_the_config_stops_tick_and_validate_in_one_line(home: Path) -> None:
+    (home / "tasks" / "good.md").write_text(render_task("good", schedule="0 10 * * *",
+                                                        command="echo ok"))
+    (home / "scheduler.yaml").write_text("max_parallel: 2\n")
+    first = _cli_within(home, "tick", "--now", BEFORE)  # a state and an idle cache to test
+    assert first.returncode == 0, first.stderr
+    (home / "scheduler.yaml").unlink()
+    os.mkfifo(home / "scheduler.yaml")
+    for args in (("tick", "--now", BEFORE), ("tick", "--now", NOW), ("validate",)):
+        out = _cli_within(home, *args)
+        said = out.stdout + out.stderr
+        assert out.returncode == 2 and "Traceback" not in said, said
+        assert [line for line in said.splitlines() if CONFIG_FIFO in line], said
+    assert runs(home, "good") == []  # nothing was run
+
+
+def test_a_symlinked_config_is_still_followed(home: Path) -> None:
+    (home / "tasks" / "good.md").write_text(render_task("good", schedule="0 10 * * *",
+                                                        command="echo ok"))
+    (home / "real.yaml").write_text("max_parallel: 2\n")
+    (home / "scheduler.yaml").symlink_to(home / "real.yaml")
+    for now in (BEFORE, NOW, NOW):  # the full tick, the run, then the idle path
+        out = _cli_within(home, "tick", "--now", now)
+        assert out.returncode == 0, out.stderr
+    assert [r[3] for r in runs(home, "good")] == ["success"]
+    (home / "real.yaml").write_text("max_parallel: [\n")  # the link's target is what is read
+    out = _cli_within(home, "validate")
+    assert out.returncode == 2 and "scheduler.yaml" in out.stderr, out.stderr
+
+
+def test_a_fifo_prompt_template_is_reported_not_waited_on(home: Path) -> None:
+    (home / "tasks" / "good.md").write_text(render_task("good", schedule="0 10 * * *",
+                                                        command="echo ok"))
+    (home / "prompts").mkdir()
+    os.mkfifo(home / "prompts" / "self-heal.txt")
+    out = _cli_within(home, "validate")
+    said = out.stdout + out.stderr
+    assert "Traceback" not in said, said
+    assert [line for line in said.splitlines() if "prompts/self-heal.txt" in line
+            and "not a regular file (a FIFO)" in line], said
