@@ -196,16 +196,21 @@ def read_regular(path: str | os.PathLike[str], limit: int, *,
     else:
         fd = open_file(path, os.O_RDONLY, root=root)
     try:
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return _read_bounded(fd, limit)
     finally:
         os.close(fd)
+
+
+def _read_bounded(fd: int, limit: int) -> bytes:
+    """At most limit + 1 bytes from a regular file's descriptor."""
+    chunks, left = [], limit + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_followed(path: str | os.PathLike[str], limit: int) -> bytes:
@@ -220,14 +225,7 @@ def read_followed(path: str | os.PathLike[str], limit: int) -> bytes:
             what = kind_of(info.st_mode)
             raise NotRegular(f"{os.fspath(path)} is not a regular file ({what})", what)
         os.set_blocking(fd, True)
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return _read_bounded(fd, limit)
     finally:
         os.close(fd)
 
