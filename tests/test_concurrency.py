@@ -95,6 +95,9 @@ def test_killed_tick_leaves_crashed_row_and_no_double_run(home, write_task):
     run_cli(home, "tick", "--now", BEFORE)
     proc = start_tick(home, NOW)
     wait_for(started)
+    # killed once the tick recorded the task's group: a tick killed before that is the spawn
+    # gap, whose task the next tick ends (tests/faults/test_fault_spawn_gap.py)
+    _recorded_pgid(home / "state" / "locks" / "victim.lock")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     # the orphaned task still holds the lock: a tick now must neither run it again nor
