@@ -57,6 +57,20 @@ def make_home(root: Path, name: str, state_url: str | None, marks: Path, tasks: 
     return home
 
 
+def each_slot_once(home: Path, ran: dict, tasks: int) -> dict[int, str]:
+    """Every (task, slot) ran once, successfully, and each row names the host whose task
+    process ran it (`ran`: each task's marks file lines, "host run_id"). Run id -> host."""
+    rows = history(home)
+    assert len(rows) == tasks
+    assert Counter((r["task_id"], r["scheduled_for"]) for r in rows).most_common(1)[0][1] == 1
+    assert all(r["status"] == "success" and r["trigger"] == "schedule" for r in rows)
+    by_id = {r["run_id"]: r["host"] for r in rows}
+    for (line,) in ran.values():
+        host, run_id = line.split()
+        assert by_id[int(run_id)] == host
+    return by_id
+
+
 def start_tick(home: Path, now: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
     return subprocess.Popen(
@@ -90,14 +104,7 @@ def test_every_task_slot_runs_exactly_once_across_hosts(backend, request, tmp_pa
     lost = [f"t{i:03d}" for i in range(TASKS) if f"t{i:03d}" not in ran]
     doubled = {task: lines for task, lines in ran.items() if len(lines) != 1}
     assert lost == [] and doubled == {}
-    rows = history(homes[0])
-    assert len(rows) == TASKS  # every host reads the same history
-    assert Counter((r["task_id"], r["scheduled_for"]) for r in rows).most_common(1)[0][1] == 1
-    assert all(r["status"] == "success" and r["trigger"] == "schedule" for r in rows)
-    by_id = {r["run_id"]: r["host"] for r in rows}
-    for (line,) in ran.values():  # the row names the host whose task process ran it
-        host, run_id = line.split()
-        assert by_id[int(run_id)] == host
+    by_id = each_slot_once(homes[0], ran, TASKS)  # every host reads the same history
     per_host = Counter(by_id.values())
     raced = sum(o[0].count("another tick claimed this slot first") for o in outs)
     print(f"\n{backend}: {len(ticks)} ticks, {TASKS} tasks in {took:.1f} s; per host"

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from conftest import render_task, run_cli
-from test_hosts import history, start_tick
+from test_hosts import each_slot_once, start_tick
 
 from mdcron.run.dispatch import Planned
 from mdcron.run.spread import rendezvous
@@ -52,14 +52,7 @@ def test_due_work_spreads_over_hosts_each_slot_once(pg_url, tmp_path):
     ran = {p.name: p.read_text().split("\n")[:-1] for p in marks.iterdir()}
     assert [f"t{i:03d}" for i in range(TASKS) if f"t{i:03d}" not in ran] == []
     assert {task: lines for task, lines in ran.items() if len(lines) != 1} == {}
-    rows = history(homes[0])
-    assert len(rows) == TASKS
-    assert Counter((r["task_id"], r["scheduled_for"]) for r in rows).most_common(1)[0][1] == 1
-    assert all(r["status"] == "success" and r["trigger"] == "schedule" for r in rows)
-    by_id = {r["run_id"]: r["host"] for r in rows}
-    for (line,) in ran.values():  # the row names the host whose task process ran it
-        host, run_id = line.split()
-        assert by_id[int(run_id)] == host
+    by_id = each_slot_once(homes[0], ran, TASKS)
     per_host = Counter(by_id.values())
     print(f"\nspread over 3 hosts: {dict(per_host)} of {TASKS} in {took:.1f} s")
     assert all(per_host[name] >= 0.15 * TASKS for name in names), dict(per_host)

@@ -41,6 +41,7 @@ MARK_ENV = "MDCRON_RUN"
 CGROUP_SWITCH = "MDCRON_CGROUP"  # "off": no cgroups, the mark and parent links only
 KILL_SETTLE = 1.0  # how long to wait for processes to vanish after SIGKILL
 PRUNE_AGE = 60.0  # seconds: an empty run cgroup this old belongs to no starting run
+_PRUNED: list[bool] = []  # the base was pruned in this process
 CMD_SHOWN = 80  # characters of a command line named in a log or an alert
 
 
@@ -189,7 +190,9 @@ class Tree:
         tree = cls(mark, None, uid=uid)
         base = cgroup_base()
         if base is not None:
-            _prune(base)
+            if not _PRUNED:  # once per process: a tick's runs need not each rescan the base
+                _PRUNED.append(True)
+                _prune(base)
             path = base / f"mdcron-{mark}"
             try:
                 path.mkdir(mode=0o755)
