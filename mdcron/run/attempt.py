@@ -33,6 +33,7 @@ from .locks import (
 )
 from .process import CommandSpec, RunnerError, command_argv, run_command
 from .proctree import Tree
+from .stop import note_in_log, stopped_reason, take_stop
 
 LOCK_SETTLE_SECONDS = 1.0  # how long to wait for a lock whose recorded holder is already gone
 
@@ -89,6 +90,11 @@ def run_attempt(
         result = _start(ctx, task, run_id, attempt, lock, info, log_path)
     except Exception as exc:  # a bug of ours must still close the row
         result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
+    by = take_stop(ctx.config, run_id)  # issue 24: a person pressed Stop on the dashboard
+    if by is not None and not result.ok:
+        note_in_log(result.log_path, ctx.config, by)
+        result = replace(result, outcome=Outcome.FAILED, fail_reason=stopped_reason(by),
+                         extra={**result.extra, "stopped_by": by})
     try:
         store.finish_run(run_id, result, ctx.clock.now())
     except Exception as exc:  # issue 23: a fenced-off holder's result is kept as a late one

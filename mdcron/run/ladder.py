@@ -176,11 +176,14 @@ def climb(
             max_consecutive=config.max_consecutive_failures,
         )
         step, reason = next_step(state)
+        stopped = bool(result.extra.get("stopped_by"))  # a person stopped it (stop.py):
+        if stopped:  # no retry, no heal, no note on why no heal
+            step, reason = Step.GIVE_UP, result.fail_reason or "stopped"
         if step in (Step.DONE, Step.GIVE_UP, Step.SUSPEND):
             out.decision, out.reason, out.final = step, reason, result
             note = heal_note(out.task, result, len(out.heals), heal_reason, on_probation,
                              state.deadline_passed)
-            if note:  # say on the failure's own row why no (further) heal was tried
+            if note and not stopped:  # say on the failure's own row why no (further) heal was tried
                 store.add_note(last_row, note)
                 out.reason = f"{reason}; {note}"
             break

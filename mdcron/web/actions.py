@@ -16,12 +16,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from ..cli import actions as core
-from ..core.limits import RANGE_TEXT, check_instant
 from ..state.store import state_store
 from ..tasks.task import DISABLED_REASONS
 from . import data
 from .app import MAX_COMMENT
 from .pages import int_param, task_id
+from .times import until_instant
 
 
 def _config(web):
@@ -69,13 +69,10 @@ def routes(web) -> list[Route]:
             raise HTTPException(400, f"reason must be one of {', '.join(DISABLED_REASONS)}")
         until = None
         if form.get("until"):
-            try:
-                dt = datetime.fromisoformat(form["until"])
-                until = check_instant((dt if dt.tzinfo else dt.astimezone()).astimezone(UTC)
-                                      ).timestamp()
-            except (ValueError, OverflowError) as exc:  # InstantError is a ValueError
-                raise HTTPException(400, "until must be a date and time (ISO-8601) "
-                                    f"{RANGE_TEXT}") from exc
+            try:  # read in the zone the person chose (issue 24), else the server's
+                until = until_instant(form["until"], form.get("zone") or None)
+            except ValueError as exc:
+                raise HTTPException(400, str(exc)) from exc
             reason = "paused"
         try:
             core.set_enabled(_config(web), tid, False, reason, web.clock(), until)

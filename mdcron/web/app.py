@@ -6,10 +6,10 @@ back (a circle at the top), so the factory imports the route modules when it bui
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -23,6 +23,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from .security import Guard, csrf_for
+from .times import when
 
 HERE = Path(__file__).resolve().parent
 MAX_FORM = 64 * 1024  # bytes of a POST body; a comment is at most MAX_COMMENT characters
@@ -36,33 +37,12 @@ def _markdown() -> Callable[[str], str]:
     return md.render
 
 
-def _when(value: str | float | None) -> str:
-    """An ISO instant or epoch as local 'YYYY-MM-DD HH:MM'."""
-    if value in (None, ""):
-        return "—"
-    dt = (datetime.fromtimestamp(value, UTC) if isinstance(value, (int, float))
-          else datetime.fromisoformat(str(value)))
-    return dt.astimezone().strftime("%Y-%m-%d %H:%M")
-
-
-def _relative(value: str | None, now: float) -> str:
-    if not value:
-        return ""
-    delta = datetime.fromisoformat(value).timestamp() - now
-    ahead = delta >= 0
-    s = abs(delta)
-    text = (f"{int(s)} s" if s < 90 else f"{int(s // 60)} min" if s < 5400
-            else f"{s / 3600:.1f} h" if s < 172800 else f"{int(s // 86400)} days")
-    return f"in {text}" if ahead else f"{text} ago"
-
-
 def make_templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       auto_reload=False)
-    env.filters["when"] = _when
+    env.filters["when"] = when  # <time>: static/times.js shows it in the browser's zone
     env.filters["markdown"] = _markdown()
-    env.globals["relative"] = _relative
     # macros as globals: a page's live block is rendered alone (Web.page) without its imports
     macros = env.get_template("macros.html").module
     env.globals.update(st=macros.status, button=macros.button,  # type: ignore[attr-defined]
@@ -85,11 +65,14 @@ class Web:
         template = self.templates.get_template(name)
         context.update(csrf=self.csrf, now=self.clock(), path=request.url.path,
                        query=str(request.url.query), live=live)
-        if live:
-            html = "".join(template.blocks["live"](template.new_context(context)))
-        else:
-            html = template.render(context)
-        return HTMLResponse(html, status_code=code)
+        if not live or "live" not in template.blocks:  # an error page: whole, with its code
+            return HTMLResponse(template.render(context), status_code=code)
+        html = "".join(template.blocks["live"](template.new_context(context)))
+        # issue 24: an unchanged live part is a 304 of a few bytes (the poller sends the tag)
+        tag = '"' + hashlib.blake2b(html.encode(), digest_size=12).hexdigest() + '"'
+        if code == 200 and request.headers.get("if-none-match") == tag:
+            return Response(status_code=304, headers={"etag": tag})
+        return HTMLResponse(html, status_code=code, headers={"etag": tag})
 
     async def form(self, request: Request) -> dict[str, str]:
         """The POSTed form (urlencoded), size-capped, CSRF-checked when the guard asks."""
@@ -111,10 +94,10 @@ class Web:
 
 def create_app(home: Path, token: str, hosts: set[str],
                clock: Callable[[], float] = time.time) -> Starlette:
-    from . import actions, api, pages
+    from . import actions, api, pages, runlog
 
     web = Web(home, clock, token)
-    routes = [*pages.routes(web), *actions.routes(web), *api.routes(web),
+    routes = [*pages.routes(web), *actions.routes(web), *api.routes(web), *runlog.routes(web),
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -25,7 +25,7 @@ from ..tasks.task import Task
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
 PAGE = 50
-LOG_TAIL = 256 * 1024  # bytes of a log shown on the run page
+LOG_TAIL = 256 * 1024  # bytes of a task file read for its front matter
 
 
 class NotFound(LookupError):
@@ -226,6 +226,8 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
 
 
 def run_view(config: Config, run_id: int) -> dict:
+    from .logread import read_chunk
+
     if not config.state_exists:
         raise NotFound(f"no run {run_id}")
     with state_store(config) as store:
@@ -233,29 +235,27 @@ def run_view(config: Config, run_id: int) -> dict:
         if row is None:
             raise NotFound(f"no run {run_id}")
         ladder_rows = store.slot_rows(str(row["task_id"]), float(row["scheduled_for"]))
-    log, truncated = "", False
+    running = row["status"] == "running"
+    log, truncated, offset = "", False, 0
     path = row.get("log_path")
-    if path:
-        log, truncated = _tail(Path(str(path)), config)
-        if not log and row.get("output_tail"):
-            log = str(row["output_tail"])
+    chunk = read_chunk(str(path), config.logs_dir, None, final=not running) if path else None
+    if chunk is not None:
+        log, truncated, offset = chunk.text, chunk.skipped, chunk.offset
+    if not log and row.get("output_tail"):
+        log = str(row["output_tail"])
     return {"run": history_json(row), "ladder": [history_json(r) for r in ladder_rows if r],
-            "log": log, "log_truncated": truncated, "running": row["status"] == "running"}
+            "log": log, "log_truncated": truncated, "log_offset": offset, "running": running,
+            "timeout": _timeout_of(config, row) if running else None}
 
 
-def _tail(path: Path, config: Config) -> tuple[str, bool]:
-    """The end of a run's log, as text; only files under the home's logs folder."""
-    try:
-        real = Path(os.path.realpath(path))
-        if not real.is_relative_to(os.path.realpath(config.logs_dir)):
-            return "", False
-        fd = safe_fs.open_at(None, str(real), os.O_RDONLY)  # a FIFO there: refused, no wait
-        size = os.fstat(fd).st_size
-        with os.fdopen(fd, "rb") as fh:
-            fh.seek(max(0, size - LOG_TAIL))
-            return fh.read().decode("utf-8", "replace"), size > LOG_TAIL
-    except OSError:
-        return "", False
+def _timeout_of(config: Config, row: dict) -> float | None:
+    """The running run's timeout in seconds, as its lock records it (the holder's deadline)."""
+    from ..run.locks import lock_path, read_info
+
+    info = read_info(lock_path(config.locks_dir, str(row["task_id"])))
+    if info is None or info.run_id != row["id"]:
+        return None
+    return max(0.0, info.deadline - info.started_at)
 
 
 def history_view(config: Config, *, task: str | None, status: str | None,

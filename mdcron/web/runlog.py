@@ -1,0 +1,116 @@
+"""A running run, followed and stopped (issue 24): its log from a byte offset for the live
+tail (static/logtail.js), and the Stop button (run/stop.py: TERM → grace → KILL of the run's
+process group, recorded "stopped from the dashboard by …" on its row and in its log).
+
+Lazy imports: run/stop.py loads when a Stop is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from ..core.private_files import append_private
+from ..settings.config import Config
+from ..state.store import state_store
+from . import data
+from .logread import read_chunk
+from .pages import int_param
+
+
+def _config(web) -> Config:
+    config, notes = data.config_or_problems(web.home)
+    if config is None:
+        raise HTTPException(409, "the config has problems: " + "; ".join(notes))
+    return config
+
+
+def _row(config: Config, run_id: int) -> dict:
+    row = None
+    if config.state_exists:
+        with state_store(config) as store:
+            row = store.run(run_id)
+    if row is None:
+        raise HTTPException(404, f"no run {run_id}")
+    return row
+
+
+def log_since(config: Config, run_id: int, offset: int | None) -> dict:
+    """What the tail needs: the text since `offset`, the next offset, and whether the run is
+    over (its status is read before the file, so a finished run's last bytes are included)."""
+    row = _row(config, run_id)
+    finished = row["status"] != "running"
+    path = row.get("log_path")
+    chunk = read_chunk(str(path), config.logs_dir, offset, final=finished) if path else None
+    if chunk is None:
+        return {"text": "", "offset": offset or 0, "finished": finished, "skipped": False,
+                "status": row["status"]}
+    return {"text": chunk.text, "offset": chunk.offset, "finished": finished,
+            "skipped": chunk.skipped, "status": row["status"], "size": chunk.size}
+
+
+def who(request: Request) -> str:
+    """Who pressed the button, as far as the request says. The session's name replaces this
+    once web sessions carry one (issue 24 item 1)."""
+    state = request.scope.get("state") or {}
+    named = state.get("user") or state.get("session_name")
+    if named:
+        return str(named)[:60]
+    host = request.client.host if request.client else "?"
+    bearer = request.headers.get("authorization", "").startswith("Bearer ")
+    return f"{'a script (token)' if bearer else 'the web page'} from {host}"
+
+
+def record_action(config: Config, by: str, what: str, now: float) -> None:
+    """A line in state/web-actions.log. Local stand-in: joins the audit of issue 24 item 4."""
+    line = json.dumps({"at": now, "by": by, "what": what}) + "\n"
+    try:
+        append_private(config.state_dir / "web-actions.log", line.encode(), root=config.home)
+    except OSError:
+        pass  # the run's row and log say it too
+
+
+async def _stop(web, request: Request) -> tuple[Config, int, list[str]]:
+    from ..run.stop import NotRunning, stop_run  # lazy: only when a Stop is pressed
+
+    await web.form(request)
+    run_id = int_param(request.path_params["run_id"], "run") or 0
+    config = _config(web)
+    row = await run_in_threadpool(_row, config, run_id)
+    if row["status"] != "running":
+        raise HTTPException(409, f"run {run_id} is not running (it is {row['status']})")
+    by = who(request)
+    try:  # TERM, grace, KILL: seconds; never on the event loop
+        done = await run_in_threadpool(stop_run, config, str(row["task_id"]), run_id, by,
+                                       web.clock())
+    except NotRunning as exc:
+        raise HTTPException(409, str(exc)) from exc
+    record_action(config, by, f"stop run {run_id} of {row['task_id']}", web.clock())
+    return config, run_id, done
+
+
+def routes(web) -> list[Route]:
+    async def log(request: Request) -> Response:
+        run_id = int_param(request.path_params["run_id"], "run") or 0
+        offset = int_param(request.query_params.get("offset"), "offset")
+        body = await run_in_threadpool(log_since, _config(web), run_id, offset)
+        return JSONResponse(body)
+
+    async def stop_page(request: Request) -> Response:
+        _, run_id, _ = await _stop(web, request)
+        return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    async def stop_api(request: Request) -> Response:
+        _, run_id, done = await _stop(web, request)
+        return JSONResponse({"stopped": True, "run_id": run_id, "done": done})
+
+    return [
+        Route("/api/runs/{run_id}/log", log),
+        Route("/runs/{run_id}/stop", stop_page, methods=["POST"]),
+        Route("/api/runs/{run_id}/stop", stop_api, methods=["POST"]),
+    ]
