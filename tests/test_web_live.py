@@ -277,7 +277,7 @@ def test_every_page_fits_a_phone_and_screenshots_are_kept(home, write_task, cli,
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 800})
             page.goto(server.base + path)
-            until(page, "document.getElementById('zone').textContent !== ''")
+            until(page, "document.readyState === 'complete'")
             over = page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
             if over > 0:
                 wide.append(f"{path} at {width} px: {over} px too wide")
@@ -339,3 +339,23 @@ def test_pause_until_zone_is_checked(home, write_task, server, client):
     pauses = json.loads((home / "state" / "paused_until.json").read_text())
     assert datetime.fromtimestamp(pauses["a"]["until"], UTC) == datetime(2099, 1, 1, 0, 30,
                                                                          tzinfo=UTC)
+
+
+def test_a_character_cut_by_a_write_waits_for_its_last_byte(tmp_path):
+    from mdcron.web.logread import read_chunk, whole_chars
+
+    euro = "€".encode()  # three bytes
+    assert whole_chars(b"ab" + euro) == 5 and whole_chars(b"ab" + euro[:2]) == 2
+    assert whole_chars(b"ab" + euro[:1]) == 2 and whole_chars(b"") == 0
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "run.log"
+    log.write_bytes(b"x" + euro[:2])
+    first = read_chunk(log, logs, 0)
+    assert first is not None and (first.text, first.offset) == ("x", 1)
+    log.write_bytes(b"x" + euro + b"\n")
+    rest = read_chunk(log, logs, first.offset)
+    assert rest is not None and (rest.text, rest.offset) == ("€\n", 5)
+    assert read_chunk(tmp_path / "elsewhere.log", logs, 0) is None  # only the home's logs
+    big = read_chunk(log, logs, 0, limit=2, final=True)
+    assert big is not None and big.skipped and big.offset == 5
