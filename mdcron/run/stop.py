@@ -37,9 +37,11 @@ def stop_run(config: Config, task_id: str, run_id: int, by: str, now: float,
     group and what left it. Raises NotRunning when the task's lock does not name this run as
     running with a started process. Returns what was done, in words."""
     info = read_info(lock_path(config.locks_dir, task_id))
-    if (info is None or info.run_id != run_id or not holder_alive(info) or not info.pgid
-            or not process_matches(info.pgid, info.child_start, info.boot_id)):
+    if info is None or info.run_id != run_id or not holder_alive(info):
         raise NotRunning(f"run {run_id} of {task_id} is not running on this host")
+    if not info.pgid or not process_matches(info.pgid, info.child_start, info.boot_id):
+        raise NotRunning(f"run {run_id} of {task_id} has no process of its own to stop (not"
+                         " started yet, or a Claude run, which ends at its timeout)")
     record = json.dumps({"by": by, "at": now, "task_id": task_id}).encode("utf-8")
     write_private(_record_path(config, run_id), record, root=config.home)
     from .process import kill_process_group  # lazy: the runner's module, only when stopping
