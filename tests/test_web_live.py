@@ -233,6 +233,29 @@ def test_refresh_keeps_focus_and_says_when_updates_stop(home, write_task, browse
         server.stop()
 
 
+def test_rows_do_not_move_under_the_mouse(home, write_task, server, browser):  # noqa: F811
+    for name in ("beta", "gamma"):
+        write_task(name, title=name.title(), command="true", schedule="0 6 * * *")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    live: list[int] = []
+    page.on("response", lambda r: live.append(r.status)
+            if r.request.headers.get("x-live") == "1" else None)
+    login(page, server)
+    box = page.locator('tr[data-task="beta"]').bounding_box()
+    assert box
+    page.mouse.move(box["x"] + 20, box["y"] + box["height"] / 2)
+    write_task("alpha", title="Alpha", command="true", schedule="0 6 * * *")  # sorts first
+    seen = len(live)
+    for _ in range(300):
+        if live[seen:].count(200) >= 2:
+            break
+        page.wait_for_timeout(100)
+    assert live[seen:].count(200) >= 2, live
+    assert page.locator('tr[data-task="alpha"]').count() == 0  # held while the mouse is there
+    page.mouse.move(5, 5)  # the header
+    page.locator('tr[data-task="alpha"]').wait_for(timeout=30000)
+
+
 def test_signed_out_and_gone_pages_say_live_updates_stopped(home, write_task, server,
                                                             browser):  # noqa: F811
     write_task("a", command="true")

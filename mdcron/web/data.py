@@ -320,7 +320,8 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
             total += 1
     for items in hours.values():
         items.sort(key=lambda i: i["at"])
-    return {"hours": dict(sorted(hours.items())), "total": total, "days": days, "cap": cap}
+    return {"hours": dict(sorted(hours.items())), "total": total, "days": days, "cap": cap,
+            "zone": to_dt(now).astimezone().tzname()}  # the hours are the server's (labelled)
 
 
 def health_view(home: Path, config: Config | None, now: float) -> dict:
