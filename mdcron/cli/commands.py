@@ -371,7 +371,7 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
 
 
 def cmd_why(config: Config, args: argparse.Namespace) -> int:
-    from .queries import explain
+    from .queries import explain, outside_lines
 
     task = _load_task(config, args.id)
     at = clock_from(args.at, "--at").now()
@@ -379,7 +379,7 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     if config.state_exists:
         with state_store(config) as store:
             state = store.task_state(task.id)
-    for line in explain(config, task, state, at):
+    for line in [*explain(config, task, state, at), *outside_lines(task)]:
         print(line)
     return OK
 
@@ -416,6 +416,10 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
         print(f"{'suspended':16} {describe(hold, task.id)}")
     if state:
         print(f"{'failures':16} {state.consecutive_failures} in a row")
+    from .queries import outside_lines  # lazy: as explain; issue 26: limits, pings
+
+    for line in outside_lines(task):
+        print(line)
     if runs:
         table(None, ["run", "slot", "attempt", "kind", "status", "error"],
               [(r["id"], short_time(r["scheduled_for"]), r["attempt"], r["kind"],
