@@ -138,6 +138,9 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
             for chained in run_chain_after_manual(ctx, store, healer, print):
                 after_ladder(store, config, chained, clock.now(), ctx.environ, print)
+        from ..run.pings import wait_all  # lazy: as the ladder; issue 26: ping_url
+
+        wait_all(print)  # the task's pings, each within its deadline
         finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
     print(f"run {run_id}: " + describe_outcome(outcome))
     if outcome.final.log_path:

@@ -28,6 +28,7 @@ from ..state.clockback import ahead
 from ..state.idle import FUTURE_SLACK
 from ..state.store import Store, TaskState, last_tick, state_store
 from ..tasks.task import Task
+from . import pings
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .heal_protocol import Healer
@@ -252,6 +253,7 @@ def run_tick(
                                        healer):
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
+        pings.wait_all(say)  # issue 26: the tasks' pings, each within its deadline
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
