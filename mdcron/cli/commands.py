@@ -506,7 +506,8 @@ def cmd_resume(config: Config, args: argparse.Namespace) -> int:
 def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
     from ..web.server import serve
 
-    return serve(home, args.host, args.port, args.token_file, args.allow_host or [])
+    return serve(home, args.host, args.port, args.token_file, args.allow_host or [],
+                 args.metrics_listen)
 
 
 __all__ = ["USAGE"]

@@ -12,6 +12,7 @@ is something to say; the cheapest full tick imports the least (bench: tick, one 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,7 @@ def run_tick(
     from ..schedule.cache import load, task_states
 
     now = clock.now()
+    began = time.monotonic()
     report = TickReport(now=now)
     view = load(config)
     report.problems = view.problems
@@ -257,6 +259,7 @@ def run_tick(
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
+        _record_tick(store, config, now, time.monotonic() - began, say)  # issue 26: metrics
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
 
@@ -330,3 +333,15 @@ def _problems_changed(store: Store, problems: list[Problem]) -> bool:
         return False
     store.set_meta("problems_digest", digest)
     return True
+
+
+def _record_tick(store: Store, config: Config, now: float, duration: float,
+                 say: Callable[[str], None]) -> None:
+    """Issue 26: the tick's figures for /metrics, and `metrics_file` when configured."""
+    from ..state.metrics import record_tick  # lazy: only at the end of a full tick
+
+    path = str(config.metrics_file) if config.metrics_file is not None else None
+    try:
+        record_tick(store, path, now, duration)
+    except OSError as exc:  # metrics never fail the tick; said each time
+        say(f"mdcron: metrics_file {path}: {exc.strerror or exc}")

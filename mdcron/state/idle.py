@@ -270,11 +270,19 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
             when = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
             print(f"{when}: nothing due among {tasks} task(s)")
             return 0
+        took = time.monotonic() - started  # issue 26: the tick's figures (state/metrics.py)
         db.execute(
-            "INSERT INTO meta(key, value) VALUES ('last_tick', ?)"
+            "INSERT INTO meta(key, value) VALUES ('last_tick', ?), ('tick_figures', ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (repr(now + (time.monotonic() - started)),),
+            (repr(now + took), f"{now % 60.0!r} {took!r} {now!r}"),
         )
+        row = db.execute("SELECT value FROM meta WHERE key = 'cache_metrics'").fetchone()
+        if row and row[0]:  # issue 26: metrics_file, with this tick's own figures
+            from .metrics_file import idle_write  # stdlib only
+
+            error = idle_write(row[0], now, time.monotonic() - started)
+            if error:
+                print(error, flush=True)
         row = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
         if row and row[0]:  # the dead man's switch, as the full tick would ping it
             from ..alerts.heartbeat import ping
