@@ -3,6 +3,7 @@ allocates past its limit is recorded "killed: memory limit …" and climbs the l
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,7 +71,9 @@ def test_a_claude_task_cannot_take_limits():
 
 def test_a_child_past_its_memory_limit_is_killed_so_and_climbs_the_ladder(home, write_task):
     write_task("hog", command=HOG, memory_max="96M", retry=True, schedule="0 9 * * *")
+    write_task("plain", command="echo nope; exit 3", memory_max="256M", schedule="0 9 * * *")
     tick(home)
+    assert runs(home, "plain")[0][3] == "exit 3"  # a failure of its own stays itself
     got = runs(home, "hog")
     assert [(a, k, s) for a, k, s, _ in got] == [(1, "run", "failed"), (2, "retry", "failed")]
     for *_, error in got:
@@ -91,16 +94,22 @@ def test_under_its_limit_a_child_runs_with_its_nice_and_io_class(home, write_tas
     assert "nice 7" in log and "idle" in log
 
 
-def test_a_failure_that_is_not_the_memory_limit_stays_itself(home, write_task):
-    write_task("plain", command="echo nope; exit 3", memory_max="256M", schedule="0 9 * * *")
-    tick(home)
-    assert runs(home, "plain")[0][3] == "exit 3"
-
-
 def test_negative_nice_is_refused_without_root_before_the_start():
     assert Limits(nice=-5).refusal(0) is None
     assert "nice: -5 needs root" in Limits(nice=-5).refusal(1000)
     assert "realtime needs root" in Limits(io_class="realtime").refusal(1000)
+
+
+def test_negative_nice_for_a_task_of_another_user_is_refused_not_dropped(home, write_task):
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs a root tick")
+    (home / "scheduler.yaml").write_text("allow_outside_home: [/tmp]\n")
+    write_task("other", command="true", user="nobody", nice=-5, cwd="/tmp",
+               schedule="0 9 * * *")
+    tick(home)
+    error = runs(home, "other")[0][3]
+    assert error.startswith("cannot start: nice: -5 needs root (the task's process runs as "
+                            "uid "), error
 
 
 def _memory_controller() -> bool:

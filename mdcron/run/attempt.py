@@ -129,7 +129,8 @@ def _start(
     )
     env.update(ctx.extra_env)
     limits = Limits.of(task)  # issue 26: memory_max, nice, io_class
-    refused = limits.refusal(os.geteuid()) if limits is not None else None
+    child_uid = who.switch.uid if who.switch is not None else os.geteuid()
+    refused = limits.refusal(child_uid) if limits is not None else None
     if refused is not None:
         return RunResult(Outcome.FAILED, fail_reason=refused)
     # issue 21: setsid leaves the group, not the run's cgroup or mark

@@ -47,16 +47,19 @@ class Limits:
             return None
         return cls(task.memory_max, task.nice, task.io_class)
 
-    def refusal(self, euid: int) -> str | None:
-        """Why the run cannot start with these limits (said before anything runs), or None."""
-        if euid == 0:
+    def refusal(self, uid: int) -> str | None:
+        """Why the run cannot start with these limits (said before anything runs), or None.
+        `uid`: the one the child has when it sets them (after `user:`'s switch: Popen calls
+        preexec_fn after setreuid), so a negative nice needs the task itself to run as root."""
+        if uid == 0:
             return None
+        who = f"the task's process runs as uid {uid}"
         if self.nice is not None and self.nice < 0:
-            return (f"cannot start: nice: {self.nice} needs root (the tick runs as uid {euid});"
-                    " use 0 to 19, or run the tick as root")
+            return (f"cannot start: nice: {self.nice} needs root ({who}); use 0 to 19, or run"
+                    " it as root")
         if self.io_class == "realtime":
-            return (f"cannot start: io_class: realtime needs root (the tick runs as uid {euid});"
-                    " use best-effort or idle")
+            return (f"cannot start: io_class: realtime needs root ({who}); use best-effort or"
+                    " idle")
         return None
 
     def argv(self, argv: list[str]) -> list[str]:
