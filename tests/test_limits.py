@@ -130,3 +130,14 @@ def test_show_and_why_say_which_limits_apply(home, write_task):
     for command in ("show", "why"):
         out = run_cli(home, command, "calm").stdout
         assert "limits: memory_max 512 MiB" in out and "nice 7, io_class idle" in out, out
+
+
+def test_the_dashboard_says_which_limits_and_pings_apply(home, write_task):
+    from mdcron.web.data import task_view
+
+    write_task("calm", command="true", memory_max="512M", nice=7,
+               ping_url="https://hc-ping.com/secret-uuid")
+    why = task_view(load_config(home)[0], "calm", T0.timestamp())["why"]
+    assert any(line.startswith("limits: memory_max 512 MiB, nice 7") for line in why), why
+    assert any(line.startswith("pings: https://hc-ping.com/… at the start") for line in why)
+    assert not any("secret-uuid" in line for line in why)
