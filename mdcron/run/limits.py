@@ -11,13 +11,13 @@ cgroup when its memory.events counts an oom_kill; with RLIMIT_AS when the run fa
 refused allocation ends a process (MemoryError, "Cannot allocate memory", SIGKILL, SIGSEGV or
 SIGABRT). It stays a failure, so it climbs the ladder like any other.
 
-Lazy imports: ctypes (~5 ms), only for a task with `io_class`.
+Lazy imports: ctypes (~5 ms), only for a task with `io_class`; resource, only for a task
+with limits.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -77,6 +77,8 @@ class Limits:
         """What the child does between fork and exec: its address-space limit (without a
         cgroup's memory.max), its niceness, its I/O class. Errors are left to the kernel's
         defaults (refusal() said what needs root before the start)."""
+        import resource  # lazy: only for a task with limits
+
         memory = self.memory_max if rlimit_as else None
         niceness = self.nice
         ioprio = _ioprio_call(self.io_class)
