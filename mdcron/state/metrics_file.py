@@ -23,8 +23,7 @@ def tick_lines(now: float, duration: float) -> str:
     values = (now % 60.0, duration, now)
     out = []
     for (name, text), value in zip(TICK_HELP, values, strict=True):
-        out += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {value:.6g}"
-                if name != "mdcron_tick_last_timestamp_seconds" else f"{name} {value:.3f}"]
+        out += [f"# HELP {name} {text}", f"# TYPE {name} gauge", f"{name} {float(value)!r}"]
     return "\n".join(out) + "\n"
 
 
