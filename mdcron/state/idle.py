@@ -28,7 +28,8 @@ With a PostgreSQL state (issue 11) the task_state rows and retention_at read her
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
 (pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
 elsewhere has its "runs nowhere" alert row as the full tick would leave it (hosts/files.py).
-A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
+A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only), and
+a `metrics_file` is rewritten by it with its own tick figures (metrics_file.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 
 Lazy imports: this module is the idle tick itself, measured in milliseconds, so each import
