@@ -127,3 +127,15 @@ def test_a_bad_ping_url_names_the_file_line_and_fix(value, words):
 ])
 def test_the_ping_target_follows_healthchecks(result, url):
     assert pings.target("https://hc-ping.com/u", result) == url
+
+
+def test_a_slow_endpoint_is_given_up_at_the_deadline(home, write_task, http_sink):
+    http_sink.delay = 30.0  # reads the request, then answers 30 s later
+    write_task("slowping", command="true", ping_url=http_sink.url("/slow"),
+               schedule="0 9 * * *")
+    lines: list[str] = []
+    began = time.monotonic()
+    tick(home, lines)
+    assert time.monotonic() - began < pings.DEADLINE + 4
+    assert any("slowping: ping http://127.0.0.1:" in x and "no answer within 5 s" in x
+               for x in lines), lines
