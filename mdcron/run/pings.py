@@ -186,8 +186,3 @@ def wait_all(say: Callable[[str], None] | None = None) -> None:
         error = flight.error if flight.done.is_set() else f"no answer within {DEADLINE:g} s"
         if error is not None and say is not None:
             say(f"mdcron: {flight.task_id}: ping {_shown(flight.url)}: {error}")
-
-
-def pending() -> int:
-    return len(_FLIGHTS)
-
