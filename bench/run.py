@@ -39,6 +39,7 @@ DISPATCH_GOAL_MS = 50.0
 HUNDRED_DUE_GOAL_MS = 400.0
 HEARTBEAT_GOAL = 1.3  # idle tick with heartbeat_url <= 1.3 x the idle tick without it
 LIST_GOAL_MS = 400.0
+PING_DEADLINE_MS = 5000.0  # issue 26: a task's ping (run/pings.py DEADLINE)
 PG_IDLE_GOAL = 3.0  # issue 11: the idle tick on PostgreSQL <= 3 x the SQLite idle tick
 CLAIMS_GOAL = 500.0  # issue 11: (task, slot) claims per second across 3 hosts
 GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specified at 1,000 tasks
@@ -346,6 +347,8 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     judge_time(row, HUNDRED_DUE_GOAL_MS, 100)
     rows.append(row)
 
+    rows.extend(ping_rows(homes, runs, base_n, rows))
+
     # -- list --json over base_n tasks with state (reuse the idle home when there is one)
     log(f"list --json N={base_n}")
     home = tick_homes.get(base_n)
@@ -367,6 +370,44 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
         if row.rss_only:
             judge_rss(row)
     return rows
+
+
+def ping_rows(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> list[Row]:
+    """Issue 26: base_n tasks of which 100 have ping_url (a sink on 127.0.0.1; for ping-000 a
+    port that never answers). Nothing due: as the idle tick. Then ping-000 and ping-001 are
+    due every minute: the tick ends within the one-due goal plus the pings' deadline (5 s,
+    run/pings.py), never later, and the sink gets ping-001's /start and end."""
+    out = []
+    home = homes.make(f"pings-{base_n}", max(0, base_n - 100))
+    with Sink() as sink, Silent() as silent:
+        def write(k: int, schedule: str) -> None:
+            url = silent.url if k == 0 else f"{sink.url}/{k}"
+            (home / "tasks" / f"ping-{k:03d}.md").write_text(
+                f"---\nid: ping-{k:03d}\nschedule: \"{schedule}\"\nping_url: {url}\n"
+                "command: 'echo bench'\n---\n", encoding="utf-8")
+
+        for k in range(100):  # weekday mornings: not due on the bench's Saturday
+            write(k, "0 6 * * 1-5")
+        log(f"tick N={base_n} nothing due, 100 with ping_url")
+        row = measure(Row("tick, nothing due, 100 with ping_url", base_n), runs,
+                      lambda i, h=home: tick_argv(h, SATURDAY), home,
+                      after=lambda i, s: _no_runs(s) or sink.take(0))
+        idle = next((r for r in rows if r.scenario == "tick, nothing due" and r.n == base_n),
+                    None)
+        judge_ratio(row, idle, HEARTBEAT_GOAL)
+        out.append(row)
+        write(0, "* * * * *")
+        write(1, "* * * * *")
+        log(f"tick N={base_n} 100 with ping_url, 2 due, one endpoint never answers")
+        goal = ONE_DUE_GOAL_MS + PING_DEADLINE_MS
+        row = measure(Row("tick, 100 with ping_url, 2 due, 1 endpoint silent", base_n,
+                          goal=f"≤ {goal:g} ms"), runs,
+                      lambda i, h=home: tick_argv(h, minute(i)), home,
+                      after=lambda i, s: (_mentions(s, ["ping-000", "ping-001"])
+                                          or sink.take(2)))
+        judge_time(row, goal, GOAL_N)
+        out.append(row)
+    return out
 
 
 def pg_rows(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> list[Row]:
@@ -441,10 +482,13 @@ class Sink:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 counts[0] += 1
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"OK")
+
+            do_POST = do_GET  # noqa: N815 (issue 26: a task's end ping is a POST)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -461,10 +505,26 @@ class Sink:
         self.server.shutdown()
         self.server.server_close()
 
-    def take(self) -> str | None:
-        """A warning unless exactly one ping arrived since the last call."""
+    def take(self, expected: int = 1) -> str | None:
+        """A warning unless exactly `expected` pings arrived since the last call."""
         got, self.counts[0] = self.counts[0], 0
-        return None if got == 1 else f"expected one heartbeat ping, the sink got {got}"
+        return None if got == expected else f"expected {expected} ping(s), the sink got {got}"
+
+
+class Silent:
+    """A port on 127.0.0.1 that accepts connections (the kernel's backlog) and never answers."""
+
+    def __enter__(self) -> Silent:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/never"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
 
 
 # --------------------------------------------------------------------------- judging

@@ -132,11 +132,17 @@ def left(deadline: float) -> float:
 
 def direct_get(scheme: str, host: str, port: str | None, target: str | None, *,
                deadline: float) -> int:
-    """One HTTP/1.1 GET over a socket (TLS for https, verified as urllib verifies it); the
-    status code. TimeoutError once `deadline` (time.monotonic()) passes, however the server
-    paces its bytes: every socket operation gets only the time that is left. Costs the import
-    of socket (and ssl for https), not of urllib.request or http.client (~25 ms more on a
-    2-core machine: bench/README.md)."""
+    """One GET: direct_request's status."""
+    return direct_request(scheme, host, port, target, deadline=deadline)
+
+
+def direct_request(scheme: str, host: str, port: str | None, target: str | None, *,
+                   deadline: float, body: bytes | None = None) -> int:
+    """One HTTP/1.1 GET (a POST with `body`: a task's ping, issue 26) over a socket (TLS for
+    https, verified as urllib verifies it); the status code. TimeoutError once `deadline`
+    (time.monotonic()) passes, however the server paces its bytes: every socket operation
+    gets only the time that is left. Costs the import of socket (and ssl for https), not of
+    urllib.request or http.client (~25 ms more on a 2-core machine: bench/README.md)."""
     import socket  # lazy: only to ping; every command imports this module (STALE_TICK)
 
     default = 443 if scheme == "https" else 80
@@ -156,8 +162,12 @@ def direct_get(scheme: str, host: str, port: str | None, target: str | None, *,
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
         name = host if number == default else f"{host}:{number}"
         sock.settimeout(left(deadline))
-        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {name}\r\nUser-Agent: mdcron\r\n"
-                     "Accept: */*\r\nConnection: close\r\n\r\n".encode("ascii"))
+        method = "GET" if body is None else "POST"
+        sized = "" if body is None else (f"Content-Type: text/plain; charset=utf-8\r\n"
+                                         f"Content-Length: {len(body)}\r\n")
+        sock.sendall(f"{method} {target} HTTP/1.1\r\nHost: {name}\r\nUser-Agent: mdcron\r\n"
+                     f"Accept: */*\r\n{sized}Connection: close\r\n\r\n".encode("ascii")
+                     + (body or b""))
         head = b""
         while b"\r\n" not in head and len(head) < 4096:
             sock.settimeout(left(deadline))  # a total deadline, not one per read

@@ -138,6 +138,9 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
             for chained in run_chain_after_manual(ctx, store, healer, print):
                 after_ladder(store, config, chained, clock.now(), ctx.environ, print)
+        from ..run.pings import wait_all  # lazy: as the ladder; issue 26: ping_url
+
+        wait_all(print)  # the task's pings, each within its deadline
         finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
     print(f"run {run_id}: " + describe_outcome(outcome))
     if outcome.final.log_path:
@@ -371,7 +374,7 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
 
 
 def cmd_why(config: Config, args: argparse.Namespace) -> int:
-    from .queries import explain
+    from .queries import explain, outside_lines
 
     task = _load_task(config, args.id)
     at = clock_from(args.at, "--at").now()
@@ -379,7 +382,7 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     if config.state_exists:
         with state_store(config) as store:
             state = store.task_state(task.id)
-    for line in explain(config, task, state, at):
+    for line in [*explain(config, task, state, at), *outside_lines(task)]:
         print(line)
     return OK
 
@@ -416,6 +419,10 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
         print(f"{'suspended':16} {describe(hold, task.id)}")
     if state:
         print(f"{'failures':16} {state.consecutive_failures} in a row")
+    from .queries import outside_lines  # lazy: as explain; issue 26: limits, pings
+
+    for line in outside_lines(task):
+        print(line)
     if runs:
         table(None, ["run", "slot", "attempt", "kind", "status", "error"],
               [(r["id"], short_time(r["scheduled_for"]), r["attempt"], r["kind"],
@@ -499,7 +506,8 @@ def cmd_resume(config: Config, args: argparse.Namespace) -> int:
 def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
     from ..web.server import serve
 
-    return serve(home, args.host, args.port, args.token_file, args.allow_host or [])
+    return serve(home, args.host, args.port, args.token_file, args.allow_host or [],
+                 args.metrics_listen)
 
 
 __all__ = ["USAGE"]

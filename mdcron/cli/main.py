@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                    " state/web-token, created 0600); required for a non-loopback --host")
     c.add_argument("--allow-host", action="append", metavar="NAME",
                    help="another Host header name to accept (a reverse proxy's)")
+    c.add_argument("--metrics-listen", metavar="HOST:PORT", help="also serve /metrics"
+                   " for Prometheus there, without the token (e.g. 127.0.0.1:9108)")
     c = cmd("incidents", "open incidents (suspensions, timeouts, crashed ticks, duplicate ids)")
     c.add_argument("--all", action="store_true", help="include resolved ones")
     c.add_argument("--json", action="store_true")

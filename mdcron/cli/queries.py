@@ -192,3 +192,22 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
             f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
             f"no success yet this {task.once_per}: slots run until one succeeds"))
     return lines
+
+
+def outside_lines(task: Task) -> list[str]:
+    """Issue 26, for `show` and `why`: the limits the task's process runs under and where its
+    ping goes (scheme and host only: the path of a ping URL is its key)."""
+    from ..tasks.outside_keys import describe_limits  # lazy: only for show and why
+
+    lines = []
+    limits = describe_limits(task.memory_max, task.nice, task.io_class)
+    if limits:
+        how = (" (cgroup memory.max where the tick can make one, else RLIMIT_AS)"
+               if task.memory_max is not None else "")
+        lines.append(f"limits: {limits}{how}")
+    if task.ping_url:
+        scheme, _, rest = task.ping_url.partition("://")
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        lines.append(f"pings: {scheme}://{host}/… at the start (/start) and the end (the URL"
+                     " on success, /fail or /<exit code> on failure)")
+    return lines

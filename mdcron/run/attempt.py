@@ -22,6 +22,7 @@ from ..tasks.paths import PathError, task_cwd
 from ..tasks.task import Task
 from .environment import task_environment
 from .identity import IdentityError, RunAccount, TickIds, access_problem, run_account
+from .limits import Limits
 from .locks import (
     LockInfo,
     TaskLock,
@@ -133,8 +134,14 @@ def _start(
         account=who.account.env() if who.account is not None else None,
     )
     env.update(ctx.extra_env)
+    limits = Limits.of(task)  # issue 26: memory_max, nice, io_class
+    child_uid = who.switch.uid if who.switch is not None else os.geteuid()
+    refused = limits.refusal(child_uid) if limits is not None else None
+    if refused is not None:
+        return RunResult(Outcome.FAILED, fail_reason=refused)
     # issue 21: setsid leaves the group, not the run's cgroup or mark
-    tree = Tree.open(run_id, who.switch.uid if who.switch is not None else None)
+    tree = Tree.open(run_id, who.switch.uid if who.switch is not None else None,
+                     memory_max=task.memory_max)
     env.update((tree.env,))
     # the lock and the units name the run's tree before the spawn, so that the next tick can
     # end what a tick killed with -9 left behind (recovery.py), even one killed before on_start
@@ -150,8 +157,11 @@ def _start(
         if ctx.record_units is not None:
             ctx.record_units(started)
 
-    return run_command(
-        CommandSpec(argv=argv, cwd=cwd, env=env, timeout=task.timeout, switch=who.switch),
+    rlimit_as = not tree.memory_limited
+    result = run_command(
+        CommandSpec(argv=limits.argv(argv) if limits else argv, cwd=cwd, env=env,
+                    timeout=task.timeout, switch=who.switch,
+                    preexec=limits.preexec(rlimit_as=rlimit_as) if limits else None),
         log_path=log_path,
         max_log_bytes=config.log_max_bytes,
         tail_bytes=config.output_tail_bytes,
@@ -161,6 +171,9 @@ def _start(
         tree=tree,
         log_root=config.home,
     )
+    if limits is None:
+        return result
+    return limits.judge(result, oom_kills=tree.oom_kills, rlimit_as=rlimit_as)
 
 
 def _account_for(task: Task, config: Config, cwd: Path, argv: list[str]) -> RunAccount:

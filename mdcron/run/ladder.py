@@ -18,6 +18,7 @@ from ..core.outcome import Outcome, RunResult, late_note
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.task import Task
+from . import pings
 from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
@@ -77,7 +78,10 @@ def execute_claimed(
             if reason is not None:  # another host's run of this task holds its lease
                 out = not_now(ctx, store, task, run_id, reason.split(";")[0])
             else:
+                flight = pings.start(task)  # issue 26: ping_url's /start, in the background
                 out = climb(ctx, store, task, run_id, lock, healer)
+                pings.finish(out.task, out.final, flight, ctx.environ,
+                             ctx.config.secret_names())
     except FencedOff as exc:  # taken over meanwhile: nothing of this ladder was written
         kept = keep_late_result(store, exc, lost)
         refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}{kept}")

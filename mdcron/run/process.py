@@ -56,6 +56,7 @@ class CommandSpec:
     env: dict[str, str]
     timeout: float  # seconds
     switch: Switch | None = None  # issue 21: the account the child becomes (identity.py)
+    preexec: Callable[[], None] | None = None  # issue 26: limits set in the child (limits.py)
 
 
 def command_argv(task: Task, cwd: Path) -> list[str]:
@@ -317,6 +318,20 @@ def _account_args(switch: Switch | None) -> dict[str, object]:
     return {"user": switch.uid, "group": switch.gid, "extra_groups": list(switch.groups)}
 
 
+def _preexec(tree: Tree | None,
+             limits: Callable[[], None] | None) -> Callable[[], None] | None:
+    """The child's steps before exec: join the run's cgroup, then the task's limits."""
+    join = tree.preexec() if tree is not None else None
+    if join is None or limits is None:
+        return join or limits
+
+    def both() -> None:
+        join()
+        limits()
+
+    return both
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -354,7 +369,7 @@ def run_command(
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             close_fds=True,
-            preexec_fn=tree.preexec() if tree is not None else None,
+            preexec_fn=_preexec(tree, spec.preexec),
             **_account_args(spec.switch),
         )
     except OSError as exc:

@@ -181,11 +181,14 @@ class Tree:
         self._needle = f"\0{MARK_ENV}={mark}\0".encode()
         self._procs_fd: int | None = None
         self._seen: dict[int, int] = {}  # pid -> start of every member found: once ours, ours
+        self.memory_limited = False  # issue 26: its cgroup has the task's memory.max
+        self.oom_kills = 0  # memory.events' oom_kill, read before the cgroup goes
 
     @classmethod
-    def open(cls, run_id: int, uid: int | None = None) -> Tree:
+    def open(cls, run_id: int, uid: int | None = None, memory_max: int | None = None) -> Tree:
         """A new run's tree: its mark, and its cgroup when one can be made (else the mark).
-        `uid`: the user the task runs as (`user:`), when not the tick's."""
+        `uid`: the user the task runs as (`user:`), when not the tick's. `memory_max` (issue
+        26): the cgroup's memory.max, when the memory controller can be had there."""
         mark = new_mark(run_id)
         tree = cls(mark, None, uid=uid)
         base = cgroup_base()
@@ -198,6 +201,8 @@ class Tree:
                 path.mkdir(mode=0o755)
                 tree._procs_fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
                 tree.cgroup = path
+                if memory_max is not None:
+                    tree.memory_limited = _set_memory_max(base, path, memory_max)
             except OSError:
                 with contextlib.suppress(OSError):
                     path.rmdir()
@@ -322,7 +327,37 @@ class Tree:
             with contextlib.suppress(OSError):
                 os.close(self._procs_fd)
             self._procs_fd = None
+        if self.memory_limited and self.cgroup is not None:
+            self.oom_kills = _oom_kills(self.cgroup)
         remove_cgroup(self.cgroup)
+
+
+def _set_memory_max(base: Path, path: Path, limit: int) -> bool:
+    """memory.max of the run's cgroup; the controller is enabled for the base's children
+    first when it is not (refused in a cgroup that holds processes and is not the root: then
+    RLIMIT_AS takes over, limits.py)."""
+    if not (path / "memory.max").exists():
+        with contextlib.suppress(OSError):
+            (base / "cgroup.subtree_control").write_text("+memory")
+    try:
+        (path / "memory.max").write_text(str(limit))
+        with contextlib.suppress(OSError):
+            (path / "memory.swap.max").write_text("0")  # else the limit only moves to swap
+        return True
+    except OSError:
+        return False
+
+
+def _oom_kills(cgroup: Path) -> int:
+    try:
+        text = (cgroup / "memory.events").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        name, _, count = line.partition(" ")
+        if name == "oom_kill" and count.strip().isdigit():
+            return int(count)
+    return 0
 
 
 def _prune(base: Path) -> None:

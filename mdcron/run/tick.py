@@ -12,6 +12,7 @@ is something to say; the cheapest full tick imports the least (bench: tick, one 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from ..state.clockback import ahead
 from ..state.idle import FUTURE_SLACK
 from ..state.store import Store, TaskState, last_tick, state_store
 from ..tasks.task import Task
+from . import pings
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .heal_protocol import Healer
@@ -128,6 +130,7 @@ def run_tick(
     from ..schedule.cache import load, task_states
 
     now = clock.now()
+    began = time.monotonic()
     report = TickReport(now=now)
     view = load(config)
     report.problems = view.problems
@@ -252,9 +255,11 @@ def run_tick(
                                        healer):
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
+        pings.wait_all(say)  # issue 26: the tasks' pings, each within its deadline
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
+        _record_tick(store, config, now, time.monotonic() - began, say)  # issue 26: metrics
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
 
@@ -328,3 +333,15 @@ def _problems_changed(store: Store, problems: list[Problem]) -> bool:
         return False
     store.set_meta("problems_digest", digest)
     return True
+
+
+def _record_tick(store: Store, config: Config, now: float, duration: float,
+                 say: Callable[[str], None]) -> None:
+    """Issue 26: the tick's figures for /metrics, and `metrics_file` when configured."""
+    from ..state.metrics import record_tick  # lazy: only at the end of a full tick
+
+    path = str(config.metrics_file) if config.metrics_file is not None else None
+    try:
+        record_tick(store, path, now, duration)
+    except OSError as exc:  # metrics never fail the tick; said each time
+        say(f"mdcron: metrics_file {path}: {exc.strerror or exc}")

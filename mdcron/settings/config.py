@@ -62,6 +62,8 @@ class Config:
     # issue 21: the account shell/script tasks run as when they name none (run/identity.py)
     run_user: str | None = None
     run_group: str | None = None
+    # issue 26: the Prometheus textfile each tick writes (state/metrics_file.py); None = none
+    metrics_file: Path | None = None
 
     @property
     def heartbeat_url(self) -> str | None:
@@ -132,6 +134,7 @@ _KNOWN = {
     "max_heals_per_tick", "probation", "resources",
     "state_url", "host", "max_clock_skew", "lease_seconds",  # issue 11 (state_url.py)
     "run_user", "run_group",  # issue 21 (core/accounts.py, run/identity.py)
+    "metrics_file",  # issue 26 (state/metrics_file.py)
 }
 
 
@@ -270,6 +273,17 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
                 values[key] = check(data[key])
             except AccountError as exc:
                 err(key, f"{key}: {exc}")
+    if data.get("metrics_file") is not None:  # issue 26
+        v = data["metrics_file"]
+        if not isinstance(v, str) or not v.strip() or "\0" in v:
+            err("metrics_file", "expected a file path, e.g. metrics_file:"
+                " /var/lib/node_exporter/textfile_collector/mdcron.prom")
+        else:
+            values["metrics_file"] = home / os.path.expanduser(v.strip())
+            if not values["metrics_file"].parent.is_dir():  # type: ignore[attr-defined]
+                warnings.append(Problem(path, f"metrics_file: the folder of {v.strip()} does not"
+                                        " exist (yet); create it, or the tick cannot write it",
+                                        key="metrics_file", severity="warning"))
     errors += _state(path, data, values, environ)
     # The notification and Claude sections have their own parsers (cheap, pure modules).
     notify, notify_problems = parse_notify_config(data, path, environ)

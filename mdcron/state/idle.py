@@ -28,7 +28,8 @@ With a PostgreSQL state (issue 11) the task_state rows and retention_at read her
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
 (pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
 elsewhere has its "runs nowhere" alert row as the full tick would leave it (hosts/files.py).
-A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only).
+A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only), and
+a `metrics_file` is rewritten by it with its own tick figures (metrics_file.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 
 Lazy imports: this module is the idle tick itself, measured in milliseconds, so each import
@@ -270,11 +271,19 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
             when = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
             print(f"{when}: nothing due among {tasks} task(s)")
             return 0
+        took = time.monotonic() - started  # issue 26: the tick's figures (state/metrics.py)
         db.execute(
-            "INSERT INTO meta(key, value) VALUES ('last_tick', ?)"
+            "INSERT INTO meta(key, value) VALUES ('last_tick', ?), ('tick_figures', ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (repr(now + (time.monotonic() - started)),),
+            (repr(now + took), f"{now % 60.0!r} {took!r} {now!r}"),
         )
+        row = db.execute("SELECT value FROM meta WHERE key = 'cache_metrics'").fetchone()
+        if row and row[0]:  # issue 26: metrics_file, with this tick's own figures
+            from .metrics_file import idle_write  # stdlib only
+
+            error = idle_write(row[0], now, time.monotonic() - started)
+            if error:
+                print(error, flush=True)
         row = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
         if row and row[0]:  # the dead man's switch, as the full tick would ping it
             from ..alerts.heartbeat import ping

@@ -33,6 +33,7 @@ from .hosts import HostsTable
 from .incidents import IncidentsTable
 from .leases import FencedOff, LeasesTable, check_fence
 from .meta import MetaTable
+from .metrics import MetricsTable
 from .outbox import OutboxTable
 from .runs import Owner, RunsTable
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -65,7 +66,8 @@ def lost_in_tick(exc: BaseException) -> StoreError:
 
 
 class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
-            HealsTable, LeasesTable, HostsTable, ClockBackTable):
+            HealsTable, LeasesTable, HostsTable, ClockBackTable,
+            MetricsTable):  # issue 26: the figures of /metrics and metrics_file
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
     migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
 

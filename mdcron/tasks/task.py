@@ -60,6 +60,11 @@ class Task:
     # written); None = the config's run_user / run_group, else the tick's own
     user: str | None = None
     group: str | None = None
+    # issue 26 (outside_keys.py): pinged as healthchecks.io does; limits of the run's process
+    ping_url: str | None = None
+    memory_max: int | None = None  # bytes: cgroup memory.max, else RLIMIT_AS
+    nice: int | None = None  # -20..19
+    io_class: str | None = None  # idle | best-effort | realtime
 
 
 @dataclass(frozen=True, slots=True)

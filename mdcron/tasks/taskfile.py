@@ -22,6 +22,7 @@ from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
 from ..settings.config import Config
+from . import outside_keys
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
 from .paths import PathError, script_path, task_cwd
@@ -192,6 +193,17 @@ def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+def _plain(check: Callable[[object], object]) -> Callable[[object], object]:
+    """A check that raises ValueError (outside_keys.py), as one of this module's."""
+    def run(value: object) -> object:
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise _Bad(f"{exc}; got {_show(value)}") from None
+
+    return run
+
+
 def _account(check: Callable[[object], str]) -> Callable[[object], str]:
     def run(value: object) -> str:
         try:
@@ -235,6 +247,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "hosts": lambda v: _hosts(_str_list("hosts: [web1, web2]")(v)),
     "user": _account(check_user),
     "group": _account(check_group),
+    **{key: _plain(getattr(outside_keys, key)) for key in outside_keys.KEYS},  # issue 26
 }
 assert set(_CHECKS) == KNOWN_KEYS
 _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
@@ -585,6 +598,10 @@ def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
                 "(run_as: shell, command: claude -p ...) to give it its own user",
                 key=key,
             )
+    for key in ("memory_max", "nice", "io_class"):  # issue 26: limits of a process
+        if run_as == "claude" and key in values:
+            report.error(f"{key}: a Claude prompt task runs inside the tick, so no limit of its "
+                         "own can apply; remove it, or run claude as a shell task", key=key)
 
 
 def _check_paths(task: Task, report: _Report, config: Config) -> None:

@@ -94,10 +94,11 @@ class Web:
 
 def create_app(home: Path, token: str, hosts: set[str],
                clock: Callable[[], float] = time.time) -> Starlette:
-    from . import actions, api, pages, runlog
+    from . import actions, api, metrics, pages, runlog
 
     web = Web(home, clock, token)
     routes = [*pages.routes(web), *actions.routes(web), *api.routes(web), *runlog.routes(web),
+              *metrics.routes(web),  # issue 26: /metrics, behind the token like the rest
               Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
-from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state
+from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state, outside_lines
 from ..core import safe_fs
 from ..core.clock import to_dt
 from ..core.limits import check_instant
@@ -218,7 +218,8 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
         "runs": [history_json(r) for r in runs], "heals": heals,
         "comments": [{**c, "created_at": iso(c["created_at"]),  # type: ignore[arg-type]
                       "read_at": iso(c["read_at"])} for c in comments],  # type: ignore[arg-type]
-        "why": explain(config, task, state, now), "next": fires,
+        "why": [*explain(config, task, state, now), *outside_lines(task)],  # issue 26: limits
+        "next": fires,
         "frontmatter": front.removeprefix("---").strip("\n"), "body": task.body,
         "paused_until": iso(p["until"]) if p else None,
         "schedule_words": words(task.schedule),
