@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
 from ..core import safe_fs
-from ..core.clock import parse_instant, to_dt
+from ..core.clock import to_dt
 from ..core.problems import Problem
 from ..core.units import format_duration
 from ..schedule.pause import end_maintenance, maintenance, start_maintenance
@@ -33,15 +33,17 @@ from ..state.store import (
     state_store,
 )
 from ..state.trouble import describe, is_trouble
-from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
+from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from ..run.tick import run_tick
     from ..run.ticklog import TickLog
 
-    clock = clock_from(args.now, "--now")
+    clock, read_as = typed_clock(args.now, "--now", config.timezone, "the config's zone")
     say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
+    if read_as:
+        say(read_as)
 
     if _paused_tick(config, clock.now(), args.dry_run, say):
         return OK
@@ -149,7 +151,7 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
     from .queries import list_rows, load_all
     from .render import print_json, short_time, table
 
-    now = clock_from(args.now, "--now").now()
+    now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
     loaded = load_all(config)
     rows = list_rows(config, loaded, now, args.tag)
     if args.json:
@@ -304,23 +306,29 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
             print(line)
         return OK
     try:
-        zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
+        shown = resolve_zone(args.tz) if args.tz else None
+    except ScheduleError as exc:
+        raise UsageError(f"--tz: {exc}") from None
+    try:  # a task fires in its own zone; --tz only converts what is shown (issue 25)
+        zone = resolve_zone((task.timezone if task else args.tz) or config.timezone)
         expression = task.schedule if task else args.target
         schedule = parse_schedule(expression, zone)
     except (ScheduleError, ValueError) as exc:
         message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
         raise UsageError(message) from exc
-    try:
-        after = parse_instant(args.after, zone) if args.after else clock_from(None).now_dt()
-    except ValueError as exc:
-        raise UsageError(f"--after: {exc}") from None
+    shown = shown or zone
+    whose = "the --tz zone" if args.tz else "the config's zone"
+    clock, read_as = typed_clock(args.after, "--after", args.tz or config.timezone, whose)
+    if read_as:
+        print(f"mdcron: {read_as}", file=sys.stderr)
+    after = clock.anchor if args.after else clock.now_dt()
     fires = []
     t = after
     for _ in range(max(0, args.n)):
         nxt = schedule.next_after(t)
         if nxt is None:
             break
-        fires.append(nxt.astimezone(zone))
+        fires.append(nxt.astimezone(shown))
         t = nxt
     if args.json:
         print_json([f.isoformat() for f in fires])
@@ -374,7 +382,11 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     from .queries import explain
 
     task = _load_task(config, args.id)
-    at = clock_from(args.at, "--at").now()
+    clock, read_as = typed_clock(args.at, "--at", task.timezone or config.timezone,
+                                 "the task's zone" if task.timezone else "the config's zone")
+    at = clock.now()
+    if read_as:
+        print(read_as)
     state = None
     if config.state_exists:
         with state_store(config) as store:
@@ -478,7 +490,10 @@ def cmd_enable(config: Config, args: argparse.Namespace) -> int:
 def cmd_disable(config: Config, args: argparse.Namespace) -> int:
     if args.until is None:
         return _set_enabled(config, args.id, False, args.reason)
-    until = clock_from(args.until, "--until").now()  # a pause that ends by itself (pause.py)
+    clock, read_as = typed_clock(args.until, "--until", config.timezone, "the config's zone")
+    until = clock.now()
+    if read_as:
+        print(f"mdcron: {read_as}", file=sys.stderr)  # a pause that ends by itself (pause.py)
     return _set_enabled(config, args.id, False, "paused", until)
 
 
