@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from mdcron.core.problems import Problem
 from mdcron.schedule.cache import load_task_set
 from mdcron.settings.config import Config
+from mdcron.tasks.not_tasks import NOT_A_TASK
 from mdcron.tasks.task import CATCHUP_ALWAYS, CATCHUP_NEVER, Task
 from mdcron.tasks.taskfile import (
     KNOWN_KEYS,
@@ -393,8 +394,8 @@ def test_one_bad_file_never_hides_another(write, config: Config) -> None:
     found = load_task_set(config)
     tasks, problems = found.tasks, found.problems
     assert [t.path.name for t in tasks] == ["a-good.md"]
-    assert [(p.path.name, p.severity) for p in problems] == [
-        ("b.md", "error"), ("c.md", "error"), ("d.md", "error"),
+    assert [(p.path.name, p.severity) for p in problems] == [  # b.md: not a task (issue 25)
+        ("b.md", "warning"), ("c.md", "error"), ("d.md", "error"),
     ]
 
 
@@ -426,7 +427,8 @@ def _no_internal_errors(problems: list[Problem]) -> None:
 def test_random_frontmatter_never_raises(config: Config, text: str) -> None:
     for candidate in (text, "---\n" + text + "\n---\n", "---\nid: t\n" + text + "\n---\n"):
         task, problems = parse_task_text(candidate, Path("f.md"), config)
-        assert (task is None) == any(p.severity == "error" for p in problems)
+        ignored = [p.message for p in problems] == [NOT_A_TASK]  # issue 25: not a task
+        assert (task is None) == (ignored or any(p.severity == "error" for p in problems))
         _no_internal_errors(problems)
 
 

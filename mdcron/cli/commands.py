@@ -159,6 +159,10 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         return OK
     for note in _notes(config, rows, now):
         print(f"mdcron: {note}", file=sys.stderr)
+    from ..tasks.not_tasks import list_notes  # issue 25: README.md, sub-folders: said once
+
+    for note in list_notes(loaded.problems, config.tasks_dir):
+        print(note, file=sys.stderr)
     if not rows:
         print(f"no task files in {config.tasks_dir}")
         return OK
@@ -347,7 +351,9 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
 
     found = load_task_set(config)
     tasks = found.tasks
-    problems = list(warnings) + found.problems
+    from ..tasks.not_tasks import ignored_folders
+
+    problems = list(warnings) + found.problems + ignored_folders(config.tasks_dir)
     for task_id, paths in found.duplicates.items():
         for path in paths:
             others = ", ".join(str(p) for p in paths if p != path)

@@ -24,6 +24,7 @@ from ..core.units import DurationError, parse_duration
 from ..settings.config import Config
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
+from .not_tasks import NOT_A_TASK, not_a_task
 from .paths import PathError, script_path, task_cwd
 from .task import Task
 from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
@@ -406,7 +407,10 @@ def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
     try:
         opening, close = find_frontmatter(lines)
     except EditError as exc:
-        report.error(str(exc), line=1)
+        if not_a_task(lines):  # issue 25: a README.md among the tasks is not a broken task
+            report.warn(NOT_A_TASK)
+        else:
+            report.error(str(exc), line=1)
         return None, ""
     report.close_line = close + 1
     first_line = opening + 2  # 1-based line of the first frontmatter line
