@@ -74,8 +74,10 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
             skipped = "" if problem.path == config.tasks_dir else " (task skipped)"
             say.error(f"mdcron: {problem}{skipped}")
     if report.duplicates:
+        from ..tasks.id_lines import located  # issue 25: both files, at their id line
+
         for task_id, paths in report.duplicates.items():
-            files = " and ".join(str(p) for p in paths)
+            files = located(paths)
             say.error(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
                       " renamed")
         return report.exit_code
@@ -311,8 +313,10 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
         return OK
     try:
         shown = resolve_zone(args.tz) if args.tz else None
-    except ScheduleError as exc:
-        raise UsageError(f"--tz: {exc}") from None
+    except ScheduleError:
+        from ..core.zones import unknown_zone
+
+        raise UsageError(f"--tz: {unknown_zone(args.tz)}") from None
     try:  # a task fires in its own zone; --tz only converts what is shown (issue 25)
         zone = resolve_zone((task.timezone if task else args.tz) or config.timezone)
         expression = task.schedule if task else args.target
@@ -354,11 +358,14 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
     from ..tasks.not_tasks import ignored_folders
 
     problems = list(warnings) + found.problems + ignored_folders(config.tasks_dir)
+    from ..tasks.id_lines import id_line, located
+
     for task_id, paths in found.duplicates.items():
         for path in paths:
-            others = ", ".join(str(p) for p in paths if p != path)
+            others = located(p for p in paths if p != path)
             problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
-                                    " tick refuses to run anything until one is renamed", key="id"))
+                                    " tick refuses to run anything until one is renamed", key="id",
+                                    line=id_line(path)))
     if any(t.after for t in tasks):  # issue 12: unknown upstreams, cycles (every file named)
         from ..schedule.chains import check_graph
 
@@ -369,6 +376,9 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
             problems.append(Problem(task.path, warning, key="command", severity="warning"))
     for note in _claude_notes(config):
         problems.append(Problem(config.tasks_dir, note, severity="warning"))
+    from .validation import past_at  # issue 25: an @at that will never run
+
+    problems += past_at(config, tasks, clock_from(None).now())
     from ..claude.templates import template_problems
 
     problems += template_problems(config)

@@ -505,13 +505,31 @@ def judge_crontab(listing: str, home: Path, environ: Mapping[str, str], line: st
         old = _crontab_python(tick, environ)
         if old:
             return Check("crontab", "fail", f"{text.strip()}: {old}",
-                         f"point the line at a Python 3.11 or newer, e.g.: {line}")
-        return Check("crontab", "ok", text.strip())
+                         f"point the line at a Python 3.11 or newer that has mdcron's packages"
+                         f" (the virtual environment's), e.g.: {line}")
+        return _crontab_line_shape(text.strip(), tick, line)
     if ticks:
         return Check("crontab", "warn", f"a tick line for another folder: {ticks[0][0].strip()}",
                      f"add a line for this home (`scheduler.py install --cron` does): {line}")
     return Check("crontab", "fail", "no crontab line runs `scheduler.py tick` for this home",
                  f"`scheduler.py install --cron`, or `crontab -e` and add: {line}")
+
+
+def _crontab_line_shape(text: str, tick: TickLine, line: str) -> Check:
+    """Issue 25: what fails under cron although the interpreter is fine: a log redirect into a
+    folder that does not exist (the shell gives up before the tick starts), and a tick line
+    that does not run every minute (fires are late, or skipped past their catchup)."""
+    from .crontab_line import every_minute
+
+    folder = os.path.dirname(tick.log) if tick.log else None
+    if folder and not os.path.isdir(folder):
+        return Check("crontab", "fail", f"{text}: the folder of its log, {folder}, does not"
+                     " exist, so cron's shell fails before the tick starts", f"mkdir -p {folder}")
+    if not every_minute(tick.schedule):
+        return Check("crontab", "warn", f"{text}: runs the tick at {tick.schedule!r}, not every"
+                     " minute: tasks run late, and fires older than their catchup are skipped",
+                     f"start the line with * * * * *, e.g.: {line}")
+    return Check("crontab", "ok", text)
 
 
 def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
@@ -522,9 +540,13 @@ def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
 
     if not tick.python:
         return None
+    from .requirements import IMPORT_CHECK
+
     program = resolve_python(tick, environ)
+    # issue 25: the version, then the imports the tick needs, in one short-lived child
+    code = f"import sys; print(*sys.version_info[:2], flush=True); {IMPORT_CHECK}"
     try:
-        out = subprocess.run([program, "-c", "import sys; print(*sys.version_info[:2])"],
+        out = subprocess.run([program, "-c", code],
                              capture_output=True, text=True, timeout=20,
                              cwd=tick.cwd if tick.cwd and os.path.isdir(tick.cwd) else None,
                              env=dict(environ))
@@ -533,6 +555,9 @@ def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
         return f"{tick.python} cannot be started"
     if (major, minor) < MIN_PYTHON:
         return f"{tick.python} is Python {major}.{minor}; mdcron needs 3.11 or newer"
+    if out.returncode != 0:
+        said = (out.stderr.strip().splitlines() or ["it failed"])[-1]
+        return f"{tick.python} cannot import mdcron's packages ({said})"
     return None
 
 

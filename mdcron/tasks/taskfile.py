@@ -21,11 +21,12 @@ from ..core.accounts import AccountError, check_group, check_user
 from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
+from ..core.zones import abbreviation_warning, unknown_zone
 from ..settings.config import Config
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
 from .not_tasks import NOT_A_TASK, not_a_task
-from .paths import PathError, script_path, task_cwd
+from .paths import PathError, script_path, script_problem, script_word, task_cwd
 from .task import Task
 from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 
@@ -44,6 +45,14 @@ _repr.maxlevel = 2
 
 class _Bad(Exception):
     """A value that cannot be used; the message says what would be right."""
+
+
+class _Accepted(Exception):
+    """A cosmetic value read the obvious way (issue 25): the task runs, with a warning."""
+
+    def __init__(self, value: object, message: str):
+        super().__init__(message)
+        self.value = value
 
 
 def _show(value: object) -> str:
@@ -104,9 +113,44 @@ def _choice(options: Sequence[str]) -> Callable[[object], str]:
     def check(value: object) -> str:
         if isinstance(value, str) and value in options:
             return value
-        raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}")
+        raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}"
+                   + _did_you_mean(value, options))
 
     return check
+
+
+def _did_you_mean(value: object, options: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        return ""
+    import difflib  # lazy: only for a misspelt value
+
+    near = difflib.get_close_matches(value.strip().lower(), options, n=1, cutoff=0.6)
+    return f" — did you mean {near[0]}?" if near else ""
+
+
+def _title(value: object) -> str:
+    """Cosmetic: a number or date is read as its text; anything else leaves the id as title."""
+    try:
+        return _text(value)
+    except _Bad as exc:
+        if isinstance(value, (int, float, dt.date)) and not isinstance(value, bool):
+            raise _Accepted(str(value), f"{exc} (read as {_show(str(value))})") from None
+        raise _Accepted("", f"{exc}; the id is shown instead") from None
+
+
+def _tags(value: object) -> tuple[str, ...]:
+    """Cosmetic: `tags: backup` or `tags: a, b` is read as the list it obviously means."""
+    example = "tags: [backup, nightly]"
+    if isinstance(value, str):
+        tags = tuple(t.strip() for t in value.split(",") if t.strip())
+        listed = ", ".join(tags)
+        raise _Accepted(tags, f"a single text, read as [{listed}]; write tags: [{listed}]")
+    if isinstance(value, list) and all(isinstance(t, (str, int, float)) for t in value):
+        tags = tuple(str(t) for t in value)
+        if any(not isinstance(t, str) for t in value):
+            raise _Accepted(tags, f"numbers read as text; write them in quotes, e.g. {example}")
+        return tags
+    raise _Accepted((), f"expected a list like {example}; got {_show(value)}, ignored")
 
 
 def _seconds(value: object, what: str) -> float:
@@ -205,7 +249,7 @@ def _account(check: Callable[[object], str]) -> Callable[[object], str]:
 
 _CHECKS: dict[str, Callable[[object], object]] = {
     "id": _id,
-    "title": _text,
+    "title": _title,
     "schedule": _schedule,
     "timezone": _text,
     "timeout": _timeout,
@@ -222,7 +266,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "env": _env,
     "secrets": _names,
     "catchup": _catchup,
-    "tags": _str_list("tags: [backup, nightly]"),
+    "tags": _tags,
     "prompt": _text,
     "model": _text,
     "heal_paths": _str_list('heal_paths: ["scripts/*.sh"]'),
@@ -261,6 +305,7 @@ class _Report:
         self.problems: list[Problem] = []
         self.lines: dict[str, int] = {}  # key -> 1-based line (the last one, as YAML reads it)
         self.close_line: int | None = None
+        self.raw: dict[str, str] = {}  # key -> its line as written (issue 25: quoting hints)
 
     def error(self, message: str, key: str | None = None, line: int | None = None) -> None:
         line = line if line is not None else self.lines.get(key or "")
@@ -420,6 +465,7 @@ def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
     for k in key_lines(lines, opening + 1, close):
         counts.setdefault(k.key, []).append(k.start + 1)
     report.lines = {key: found[-1] for key, found in counts.items()}
+    report.raw = {key: lines[found[-1] - 1] for key, found in counts.items()}
     data = _load_yaml(yaml_text, first_line, report)
     if data is None:
         return None, body
@@ -457,6 +503,8 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         hint = _yaml_hint(yaml_text, line - first_line if line is not None else None)
         key = next((k for k, n in report.lines.items() if n == line), None)
+        if key == "command" and not hint:  # issue 25: `: ` or `#` in a shell line
+            hint = _quote_command(report)
         report.error(f"the frontmatter is not valid YAML: {problem}{hint}", key=key, line=line)
         return None
     except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
@@ -476,6 +524,16 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
         )
         return None
     return data
+
+
+def _quote_command(report: _Report) -> str:
+    """'; quote the command: command: '…'' from the command's line as written."""
+    written = report.raw.get("command", "").partition(":")[2].strip()
+    if not written:
+        return "; put the command in quotes"
+    quoted = "'" + written.replace("'", "''") + "'"
+    return (f"; YAML gives ': ' and ' #' a meaning of their own, so put the command in quotes: "
+            f"command: {quoted}")
 
 
 def _key_at(report: _Report, line: int | None) -> str | None:
@@ -522,6 +580,9 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             values[key] = check(value)
         except _Bad as exc:
             report.error(f"{key}: {exc}", key=key)
+        except _Accepted as exc:
+            values[key] = exc.value
+            report.warn(f"{key}: {exc}", key=key)
     for key, example in (("id", "id: backup-db"), ("schedule", 'schedule: "0 3 * * *"')):
         if key not in data:
             report.error(
@@ -550,8 +611,11 @@ def _check_schedule(values: dict[str, object], report: _Report, config: Config) 
     if "timezone" in values:
         try:
             zone = resolve_zone(values["timezone"])  # type: ignore[arg-type]
-        except ScheduleError as exc:
-            report.error(f"timezone: {exc}", key="timezone")
+        except ScheduleError:
+            report.error(f"timezone: {unknown_zone(values['timezone'])}", key="timezone")
+        else:
+            if warning := abbreviation_warning(values["timezone"]):  # type: ignore[arg-type]
+                report.warn(f"timezone: {warning}", key="timezone")
     if zone is None:
         zone = resolve_zone(config.timezone)  # checked when the config was loaded
     # type: ignore[arg-type]
@@ -568,6 +632,11 @@ def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
     reported = any(p.key == "command" for p in report.problems)
     if run_as in ("shell", "script") and "command" not in values and not reported:
         example = "./backup.sh" if run_as == "script" else "echo hello"
+        if report.raw.get("command", "").partition(":")[2].strip().startswith("#"):
+            report.error(  # issue 25: `command: #!/bin/sh …` or `command: # …` reads as empty
+                "command: empty, because YAML reads ' #' and what follows as a comment"
+                + _quote_command(report), key="command")
+            return
         report.error(
             f"command: missing; run_as: {run_as} needs a command, e.g. command: {example}",
             key="command",
@@ -603,9 +672,12 @@ def _check_paths(task: Task, report: _Report, config: Config) -> None:
         report.warn(f"cwd: {cwd} {state}; runs will fail until it is a folder", key="cwd")
     if task.run_as == "script":
         try:
-            script_path(task, config)
+            script = script_path(task, config)
         except PathError as exc:
             report.error(f"command: {exc}", key="command")
+            return
+        if problem := script_problem(script, script_word(task.command or "")):
+            report.warn(f"command: {problem}", key="command")
 
 
 def _after_words(schedule: str) -> list[str] | None:
