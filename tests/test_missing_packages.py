@@ -84,3 +84,29 @@ def test_doctor_warns_about_a_tick_line_that_is_not_every_minute(home):
     (home / "logs").mkdir()
     check = judge_crontab(_line(home, sys.executable, "*/5 * * * *"), home, {}, "FIX")
     assert check.status == "warn" and "'*/5 * * * *', not every minute" in check.detail, check
+
+
+def test_doctor_checks_the_interpreter_of_an_installed_systemd_unit(bare_python, home,
+                                                                     tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "HOME": str(tmp_path)}
+    installed = run_cli(home, "install", "--systemd", "--user", env=env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    units = list((tmp_path / "config" / "systemd" / "user").glob("*-daemon.service"))
+    assert len(units) == 1
+
+    def systemd_checks() -> list[dict]:
+        out = run_cli(home, "doctor", "--json", env=env)
+        return [c for c in json.loads(out.stdout) if c["check"] == "systemd"]
+
+    assert [c["status"] for c in systemd_checks()] == ["ok"]
+    text = units[0].read_text()
+    units[0].write_text(text.replace(f'ExecStart="{sys.executable}"',
+                                     f'ExecStart="{bare_python}"'))
+    found = systemd_checks()
+    assert [c["status"] for c in found] == ["fail"], found
+    assert "cannot import mdcron's packages" in found[0]["detail"]
+    assert "install --systemd" in found[0]["fix"]

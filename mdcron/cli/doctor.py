@@ -36,6 +36,7 @@ from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
 from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
 from ..state.meta import read_meta, read_prefixed, schema_and_integrity
 from ..state.trouble import immutable
+from .requirements import MIN_PYTHON
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -214,6 +215,9 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
                   else database_check(home))
     checks.append(_last_tick(home, now))
     checks += _crontab_or_daemon(home, environ, now)
+    from .doctor_units import unit_checks  # lazy: issue 25, only what systemd units need
+
+    checks += [Check("systemd", *found) for found in unit_checks(home, environ)]
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
@@ -237,9 +241,6 @@ def _prompts(config: Config) -> list[Check]:
             checks.append(Check(f"prompt {name}", "fail", f"{source.describe()}: {broken}",
                                 f"fix {source.path}, or delete it to use the shipped default"))
     return checks
-
-
-MIN_PYTHON = (3, 11)
 
 
 def _python() -> Check:
@@ -534,31 +535,13 @@ def _crontab_line_shape(text: str, tick: TickLine, line: str) -> Check:
 
 def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
     """What is wrong with the interpreter the crontab line starts, or None."""
-    import subprocess
-
     from .crontab_line import resolve_python
+    from .requirements import interpreter_problem
 
     if not tick.python:
         return None
-    from .requirements import IMPORT_CHECK
-
-    program = resolve_python(tick, environ)
-    # issue 25: the version, then the imports the tick needs, in one short-lived child
-    code = f"import sys; print(*sys.version_info[:2], flush=True); {IMPORT_CHECK}"
-    try:
-        out = subprocess.run([program, "-c", code],
-                             capture_output=True, text=True, timeout=20,
-                             cwd=tick.cwd if tick.cwd and os.path.isdir(tick.cwd) else None,
-                             env=dict(environ))
-        major, minor = (int(x) for x in out.stdout.split())
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return f"{tick.python} cannot be started"
-    if (major, minor) < MIN_PYTHON:
-        return f"{tick.python} is Python {major}.{minor}; mdcron needs 3.11 or newer"
-    if out.returncode != 0:
-        said = (out.stderr.strip().splitlines() or ["it failed"])[-1]
-        return f"{tick.python} cannot import mdcron's packages ({said})"
-    return None
+    return interpreter_problem(resolve_python(tick, environ), tick.python, tick.cwd,
+                               dict(environ))
 
 
 def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> Check:

@@ -17,8 +17,9 @@ from importlib.machinery import PathFinder
 # psycopg, the web's) are imported where needed and say so themselves
 REQUIRED = {"croniter": "croniter", "frontmatter": "python-frontmatter", "yaml": "PyYAML",
             "portalocker": "portalocker", "rich": "rich"}
-# what doctor runs the crontab's interpreter with (the tick's own needs)
+# what doctor runs the crontab's (or systemd unit's) interpreter with: the tick's own needs
 IMPORT_CHECK = "import croniter, frontmatter, yaml, portalocker"
+MIN_PYTHON = (3, 11)
 
 
 def missing() -> list[str]:
@@ -39,3 +40,24 @@ def stop_line(names: list[str], code_dir: str, python: str = sys.executable) -> 
     requirements = os.path.join(code_dir, "requirements.txt")
     return (f"{what}; install them: {python} -m venv {os.path.join(code_dir, '.venv')} && "
             f"{os.path.join(code_dir, '.venv', 'bin', 'pip')} install -r {requirements}")
+
+
+def interpreter_problem(program: str, shown: str, cwd: str | None,
+                        environ: dict[str, str]) -> str | None:
+    """What is wrong with the interpreter cron or systemd would start (`shown` as written):
+    cannot start, too old, or cannot import the packages. One child, 20 s at most."""
+    import subprocess  # lazy: only for doctor
+
+    code = f"import sys; print(*sys.version_info[:2], flush=True); {IMPORT_CHECK}"
+    try:
+        out = subprocess.run([program, "-c", code], capture_output=True, text=True, timeout=20,
+                             cwd=cwd if cwd and os.path.isdir(cwd) else None, env=environ)
+        major, minor = (int(x) for x in out.stdout.split())
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return f"{shown} cannot be started"
+    if (major, minor) < MIN_PYTHON:
+        return f"{shown} is Python {major}.{minor}; mdcron needs 3.11 or newer"
+    if out.returncode != 0:
+        said = (out.stderr.strip().splitlines() or ["it failed"])[-1]
+        return f"{shown} cannot import mdcron's packages ({said})"
+    return None
