@@ -125,12 +125,14 @@ def test_a_tilde_script_path_runs_where_validate_found_it(home: Path, write_task
     marker = tmp_path / "ran"
     _script(home / "bin" / "x.sh", f"#!/bin/sh\necho ok > {marker}\n", 0o755)
     write_task("tilde", run_as="script", command="~/home/bin/x.sh")
+    write_task("in-tilde", command=f"pwd > {tmp_path / 'where'}", cwd="~/home/bin")
     env = {"HOME": str(tmp_path)}  # ~ is tmp_path: the script is home/bin/x.sh
     checked = run_cli(home, "validate", env=env)
     assert checked.returncode == 0 and "0 warning(s)" in checked.stdout, checked.stdout
     out = run_cli(home, "tick", "--now", NOW, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert marker.read_text() == "ok\n"
+    assert (tmp_path / "where").read_text().strip() == str((home / "bin").resolve())
 
 
 def test_validate_reports_a_script_that_cannot_start(home: Path, write_task) -> None:

@@ -36,14 +36,12 @@ def typed_clock(value: str | None, option: str, zone_name: str | None,
     wall time in `zone_name` (None: the system's zone); `whose` names that zone ("the config's
     zone", "the task's zone"). Returns the clock and, for a naive value, the line that says how
     it was read (None when the value carried its offset, or was not given)."""
-    if not value:
-        return Clock.real(), None
-    from ..core.cron import resolve_zone  # lazy: zoneinfo, only for a typed instant
+    if not value or not _naive(value):  # an offset says where: no zone to load (duefast)
+        return clock_from(value, option), None
+    from ..core.cron import resolve_zone  # lazy: zoneinfo, only for a naive typed instant
 
     zone = resolve_zone(zone_name)
     clock = clock_from(value, option, zone)
-    if not _naive(value):
-        return clock, None
     name = zone_name or f"{getattr(zone, 'key', None) or zone} (the system's zone)"
     where = f"{name}, {whose}" if zone_name else name
     local = clock.anchor.astimezone(zone).isoformat()  # type: ignore[arg-type]
