@@ -3,6 +3,7 @@ is ignored silently (mdcron/tasks/not_tasks.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from conftest import run_cli
@@ -62,3 +63,6 @@ def test_markdown_in_a_sub_folder_is_named_as_ignored(home: Path, write_task) ->
     out = run_cli(home, "list", "--now", NOW)
     assert "old: warning: a sub-folder with 1 .md file(s)" in out.stderr, out.stderr
     assert "archived" not in out.stdout
+    out = run_cli(home, "doctor", "--json")
+    found = next(c for c in json.loads(out.stdout) if c["check"] == "task files")
+    assert found["status"] == "warn" and "a sub-folder with 1 .md file(s)" in found["detail"]

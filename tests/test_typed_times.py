@@ -38,6 +38,7 @@ def test_readme_what_would_run_at_six_skips_nothing(home: Path) -> None:
     _readme_example_home(home)
     commands = _readme_block("## Commands", "```sh\n")
     line = next(x for x in commands.splitlines() if "what would run at 06:00?" in x)
+    assert "--now 2026-12-01T06:00 " in line  # no offset: read in the config's zone
     args = line.split("#")[0].split()
     assert args[:2] == ["python3", "scheduler.py"], line
     # a real tick days before: the tasks are known, their fires since then are due at 06:00

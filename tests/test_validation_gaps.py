@@ -172,3 +172,6 @@ def test_duplicate_ids_name_both_files_at_their_lines_and_why_refuses(home: Path
     out = run_cli(home, "why", "same", "--at", NOW)
     assert out.returncode == 2, out.stdout
     assert f"duplicate id 'same' in {a}:2 and {b}:4" in out.stderr, out.stderr
+    out = run_cli(home, "doctor", "--json")
+    found = next(c for c in json.loads(out.stdout) if c["check"] == "task files")
+    assert found["status"] == "fail" and f"'same' in {a}:2 and {b}:4" in found["detail"]

@@ -573,12 +573,20 @@ def _tasks(config: Config) -> Check:
                                 {t.id: t.path for t in tasks})[0]
     errors = [p for p in problems if p.severity == "error"]
     if duplicates:
-        ids = ", ".join(sorted(duplicates))
+        from ..tasks.id_lines import located  # lazy: only for a duplicated id
+
+        ids = "; ".join(f"{task_id!r} in {located(paths)}"
+                        for task_id, paths in sorted(duplicates.items()))
         return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",
                      "rename one file's id (`scheduler.py validate` shows both files)")
     if errors:
         return Check("task files", "warn", f"{len(tasks)} valid, {len(errors)} with errors"
                      f" (skipped): {errors[0]}", "`scheduler.py validate` lists every problem")
+    from ..tasks.not_tasks import ignored_folders  # lazy: issue 25, never silent
+
+    if ignored := ignored_folders(config.tasks_dir):
+        return Check("task files", "warn", f"{len(tasks)} valid task(s); {ignored[0]}",
+                     "move the tasks up into tasks/ (only tasks/*.md are loaded)")
     return Check("task files", "ok", f"{len(tasks)} valid task(s)")
 
 
