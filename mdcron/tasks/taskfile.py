@@ -23,6 +23,7 @@ from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
 from ..core.zones import abbreviation_warning, unknown_zone
 from ..settings.config import Config
+from . import lenient
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
 from .not_tasks import NOT_A_TASK, not_a_task
@@ -45,14 +46,6 @@ _repr.maxlevel = 2
 
 class _Bad(Exception):
     """A value that cannot be used; the message says what would be right."""
-
-
-class _Accepted(Exception):
-    """A cosmetic value read the obvious way (issue 25): the task runs, with a warning."""
-
-    def __init__(self, value: object, message: str):
-        super().__init__(message)
-        self.value = value
 
 
 def _show(value: object) -> str:
@@ -114,43 +107,9 @@ def _choice(options: Sequence[str]) -> Callable[[object], str]:
         if isinstance(value, str) and value in options:
             return value
         raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}"
-                   + _did_you_mean(value, options))
+                   + lenient.did_you_mean(value, options))
 
     return check
-
-
-def _did_you_mean(value: object, options: Sequence[str]) -> str:
-    if not isinstance(value, str):
-        return ""
-    import difflib  # lazy: only for a misspelt value
-
-    near = difflib.get_close_matches(value.strip().lower(), options, n=1, cutoff=0.6)
-    return f" — did you mean {near[0]}?" if near else ""
-
-
-def _title(value: object) -> str:
-    """Cosmetic: a number or date is read as its text; anything else leaves the id as title."""
-    try:
-        return _text(value)
-    except _Bad as exc:
-        if isinstance(value, (int, float, dt.date)) and not isinstance(value, bool):
-            raise _Accepted(str(value), f"{exc} (read as {_show(str(value))})") from None
-        raise _Accepted("", f"{exc}; the id is shown instead") from None
-
-
-def _tags(value: object) -> tuple[str, ...]:
-    """Cosmetic: `tags: backup` or `tags: a, b` is read as the list it obviously means."""
-    example = "tags: [backup, nightly]"
-    if isinstance(value, str):
-        tags = tuple(t.strip() for t in value.split(",") if t.strip())
-        listed = ", ".join(tags)
-        raise _Accepted(tags, f"a single text, read as [{listed}]; write tags: [{listed}]")
-    if isinstance(value, list) and all(isinstance(t, (str, int, float)) for t in value):
-        tags = tuple(str(t) for t in value)
-        if any(not isinstance(t, str) for t in value):
-            raise _Accepted(tags, f"numbers read as text; write them in quotes, e.g. {example}")
-        return tags
-    raise _Accepted((), f"expected a list like {example}; got {_show(value)}, ignored")
 
 
 def _seconds(value: object, what: str) -> float:
@@ -249,7 +208,7 @@ def _account(check: Callable[[object], str]) -> Callable[[object], str]:
 
 _CHECKS: dict[str, Callable[[object], object]] = {
     "id": _id,
-    "title": _title,
+    "title": lenient.title,
     "schedule": _schedule,
     "timezone": _text,
     "timeout": _timeout,
@@ -266,7 +225,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "env": _env,
     "secrets": _names,
     "catchup": _catchup,
-    "tags": _tags,
+    "tags": lenient.tags,
     "prompt": _text,
     "model": _text,
     "heal_paths": _str_list('heal_paths: ["scripts/*.sh"]'),
@@ -504,7 +463,7 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
         hint = _yaml_hint(yaml_text, line - first_line if line is not None else None)
         key = next((k for k, n in report.lines.items() if n == line), None)
         if key == "command" and not hint:  # issue 25: `: ` or `#` in a shell line
-            hint = _quote_command(report)
+            hint = lenient.quote_command(report.raw.get("command", ""))
         report.error(f"the frontmatter is not valid YAML: {problem}{hint}", key=key, line=line)
         return None
     except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
@@ -524,16 +483,6 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
         )
         return None
     return data
-
-
-def _quote_command(report: _Report) -> str:
-    """'; quote the command: command: '…'' from the command's line as written."""
-    written = report.raw.get("command", "").partition(":")[2].strip()
-    if not written:
-        return "; put the command in quotes"
-    quoted = "'" + written.replace("'", "''") + "'"
-    return (f"; YAML gives ': ' and ' #' a meaning of their own, so put the command in quotes: "
-            f"command: {quoted}")
 
 
 def _key_at(report: _Report, line: int | None) -> str | None:
@@ -580,7 +529,7 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             values[key] = check(value)
         except _Bad as exc:
             report.error(f"{key}: {exc}", key=key)
-        except _Accepted as exc:
+        except lenient.Accepted as exc:
             values[key] = exc.value
             report.warn(f"{key}: {exc}", key=key)
     for key, example in (("id", "id: backup-db"), ("schedule", 'schedule: "0 3 * * *"')):
@@ -635,7 +584,8 @@ def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
         if report.raw.get("command", "").partition(":")[2].strip().startswith("#"):
             report.error(  # issue 25: `command: #!/bin/sh …` or `command: # …` reads as empty
                 "command: empty, because YAML reads ' #' and what follows as a comment"
-                + _quote_command(report), key="command")
+                + lenient.quote_command(report.raw.get("command", ""), why=False),
+                key="command")
             return
         report.error(
             f"command: missing; run_as: {run_as} needs a command, e.g. command: {example}",
