@@ -348,6 +348,7 @@ def test_outside_paths_are_watched(home, write_task):
                                                                    ("s.md", "error")}
     (home / "work").mkdir()
     (home / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (home / "run.sh").chmod(0o755)  # else validation warns that it cannot start (issue 25)
     assert checked_tick(home, T0 + timedelta(minutes=2)).problems == []
 
 

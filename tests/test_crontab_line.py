@@ -42,7 +42,10 @@ def test_readme_line_with_home_added_is_resolved_after_cd():
 def test_doctor_accepts_the_readme_line_with_home_added(tmp_path: Path):
     code = tmp_path / "code"
     (code / ".venv" / "bin").mkdir(parents=True)
-    (code / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    python = code / ".venv" / "bin" / "python"  # the test's venv, packages and all (a bare
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')  # symlink would find none)
+    python.chmod(0o755)
+    (code / "logs").mkdir()  # issue 25: the redirect's folder must exist (doctor checks it)
     home = tmp_path / "home"
     home.mkdir()
     listing = (f"MAILTO=me\n# a comment\n* * * * * cd {code} && .venv/bin/python scheduler.py"

@@ -257,8 +257,9 @@ def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
     import hashlib
     import json
 
-    lines = [f"id {task_id!r}: " + " and ".join(str(p) for p in paths)
-             for task_id, paths in sorted(duplicates.items())]
+    from ..tasks.id_lines import located  # issue 25: each file at its id line
+
+    lines = [f"id {task_id!r}: " + located(paths) for task_id, paths in sorted(duplicates.items())]
     body = ("Two task files share an id, so the tick runs nothing until one is renamed:\n"
             + "\n".join(lines))
     digest = hashlib.sha256(body.encode()).hexdigest()

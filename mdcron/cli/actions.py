@@ -25,6 +25,11 @@ class ActionError(UsageError):
 
 def load_task(config: Config, task_id: str) -> Task:
     found = load_task_set(config)
+    if task_id in found.duplicates:  # issue 25: never pick one of two files at random
+        from ..tasks.id_lines import located  # lazy: only for a duplicated id
+
+        raise ActionError(f"duplicate id {task_id!r} in {located(found.duplicates[task_id])}:"
+                          " rename one (the tick runs nothing until then)")
     task = found.get(task_id)
     if task is not None:
         return task

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
 from ..core import safe_fs
-from ..core.clock import parse_instant, to_dt
+from ..core.clock import to_dt
 from ..core.problems import Problem
 from ..core.units import format_duration
 from ..schedule.pause import end_maintenance, maintenance, start_maintenance
@@ -33,15 +33,17 @@ from ..state.store import (
     state_store,
 )
 from ..state.trouble import describe, is_trouble
-from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
+from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from ..run.tick import run_tick
     from ..run.ticklog import TickLog
 
-    clock = clock_from(args.now, "--now")
+    clock, read_as = typed_clock(args.now, "--now", config.timezone, "the config's zone")
     say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
+    if read_as:
+        say(read_as)
 
     if _paused_tick(config, clock.now(), args.dry_run, say):
         return OK
@@ -72,8 +74,10 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
             skipped = "" if problem.path == config.tasks_dir else " (task skipped)"
             say.error(f"mdcron: {problem}{skipped}")
     if report.duplicates:
+        from ..tasks.id_lines import located  # issue 25: both files, at their id line
+
         for task_id, paths in report.duplicates.items():
-            files = " and ".join(str(p) for p in paths)
+            files = located(paths)
             say.error(f"mdcron: duplicate id {task_id!r} in {files}: nothing runs until one is"
                       " renamed")
         return report.exit_code
@@ -152,7 +156,7 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
     from .queries import list_rows, load_all
     from .render import print_json, short_time, table
 
-    now = clock_from(args.now, "--now").now()
+    now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
     loaded = load_all(config)
     rows = list_rows(config, loaded, now, args.tag)
     if args.json:
@@ -160,6 +164,10 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         return OK
     for note in _notes(config, rows, now):
         print(f"mdcron: {note}", file=sys.stderr)
+    from ..tasks.not_tasks import list_notes  # issue 25: README.md, sub-folders: said once
+
+    for note in list_notes(loaded.problems, config.tasks_dir):
+        print(note, file=sys.stderr)
     if not rows:
         print(f"no task files in {config.tasks_dir}")
         return OK
@@ -307,23 +315,31 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
             print(line)
         return OK
     try:
-        zone = resolve_zone(args.tz or (task.timezone if task else None) or config.timezone)
+        shown = resolve_zone(args.tz) if args.tz else None
+    except ScheduleError:
+        from ..core.zones import unknown_zone
+
+        raise UsageError(f"--tz: {unknown_zone(args.tz)}") from None
+    try:  # a task fires in its own zone; --tz only converts what is shown (issue 25)
+        zone = resolve_zone((task.timezone if task else args.tz) or config.timezone)
         expression = task.schedule if task else args.target
         schedule = parse_schedule(expression, zone)
     except (ScheduleError, ValueError) as exc:
         message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
         raise UsageError(message) from exc
-    try:
-        after = parse_instant(args.after, zone) if args.after else clock_from(None).now_dt()
-    except ValueError as exc:
-        raise UsageError(f"--after: {exc}") from None
+    shown = shown or zone
+    whose = "the --tz zone" if args.tz else "the config's zone"
+    clock, read_as = typed_clock(args.after, "--after", args.tz or config.timezone, whose)
+    if read_as:
+        print(f"mdcron: {read_as}", file=sys.stderr)
+    after = clock.anchor if args.after else clock.now_dt()
     fires = []
     t = after
     for _ in range(max(0, args.n)):
         nxt = schedule.next_after(t)
         if nxt is None:
             break
-        fires.append(nxt.astimezone(zone))
+        fires.append(nxt.astimezone(shown))
         t = nxt
     if args.json:
         print_json([f.isoformat() for f in fires])
@@ -342,12 +358,17 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
 
     found = load_task_set(config)
     tasks = found.tasks
-    problems = list(warnings) + found.problems
+    from ..tasks.not_tasks import ignored_folders
+
+    problems = list(warnings) + found.problems + ignored_folders(config.tasks_dir)
+    from ..tasks.id_lines import id_line, located
+
     for task_id, paths in found.duplicates.items():
         for path in paths:
-            others = ", ".join(str(p) for p in paths if p != path)
+            others = located(p for p in paths if p != path)
             problems.append(Problem(path, f"duplicate id {task_id!r} (also in {others}): the"
-                                    " tick refuses to run anything until one is renamed", key="id"))
+                                    " tick refuses to run anything until one is renamed", key="id",
+                                    line=id_line(path)))
     if any(t.after for t in tasks):  # issue 12: unknown upstreams, cycles (every file named)
         from ..schedule.chains import check_graph
 
@@ -358,6 +379,9 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
             problems.append(Problem(task.path, warning, key="command", severity="warning"))
     for note in _claude_notes(config):
         problems.append(Problem(config.tasks_dir, note, severity="warning"))
+    from .validation import past_at  # issue 25: an @at that will never run
+
+    problems += past_at(config, tasks, clock_from(None).now())
     from ..claude.templates import template_problems
 
     problems += template_problems(config)
@@ -377,7 +401,11 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
     from .queries import explain, outside_lines
 
     task = _load_task(config, args.id)
-    at = clock_from(args.at, "--at").now()
+    clock, read_as = typed_clock(args.at, "--at", task.timezone or config.timezone,
+                                 "the task's zone" if task.timezone else "the config's zone")
+    at = clock.now()
+    if read_as:
+        print(read_as)
     state = None
     if config.state_exists:
         with state_store(config) as store:
@@ -485,7 +513,10 @@ def cmd_enable(config: Config, args: argparse.Namespace) -> int:
 def cmd_disable(config: Config, args: argparse.Namespace) -> int:
     if args.until is None:
         return _set_enabled(config, args.id, False, args.reason)
-    until = clock_from(args.until, "--until").now()  # a pause that ends by itself (pause.py)
+    clock, read_as = typed_clock(args.until, "--until", config.timezone, "the config's zone")
+    until = clock.now()
+    if read_as:
+        print(f"mdcron: {read_as}", file=sys.stderr)  # a pause that ends by itself (pause.py)
     return _set_enabled(config, args.id, False, "paused", until)
 
 

@@ -67,6 +67,8 @@ class TickLine:
     script: str  # scheduler.py, absolute when the line says where it is
     home: str | None  # --home, else MDCRON_HOME, else the folder holding scheduler.py
     env: dict[str, str] = field(default_factory=dict)
+    schedule: str = SCHEDULE  # the line's five fields (or @macro), as written
+    log: str | None = None  # where `>> file` sends the tick's output, resolved like the rest
 
 
 def command_part(line: str) -> str | None:
@@ -128,7 +130,29 @@ def parse(line: str, cron_home: str | None = None) -> TickLine | None:
         else:
             home = os.path.dirname(script) if os.path.isabs(script) else None
         python_path = _join(cwd, python) if "/" in python else None
-        return TickLine(cwd, python, python_path, script, home and os.path.normpath(home), env)
+        log = _redirect(words)
+        return TickLine(cwd, python, python_path, script, home and os.path.normpath(home), env,
+                        schedule_part(line), _join(cwd, os.path.expanduser(log)) if log else None)
+    return None
+
+
+def schedule_part(line: str) -> str:
+    """The five time fields of a crontab entry (or its @macro), spaces normalised."""
+    text = line.strip()
+    return text.split(None, 1)[0] if text.startswith("@") else " ".join(text.split(None, 5)[:5])
+
+
+def every_minute(schedule: str) -> bool:
+    """True for `* * * * *` (and `*/1`), the only cadence a tick line may have."""
+    return all(f in ("*", "*/1") for f in schedule.split()) and len(schedule.split()) == 5
+
+
+def _redirect(words: list[str]) -> str | None:
+    """The file of the first `> file` / `>> file` (stdout) redirection."""
+    for i, w in enumerate(words[:-1]):
+        if w in (">", ">>") and not (i and words[i - 1] == "2") and words[i + 1] not in (
+                "&", ">&"):
+            return words[i + 1]
     return None
 
 

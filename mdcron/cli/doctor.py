@@ -36,6 +36,7 @@ from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
 from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
 from ..state.meta import read_meta, read_prefixed, schema_and_integrity
 from ..state.trouble import immutable
+from .requirements import MIN_PYTHON
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -214,6 +215,9 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
                   else database_check(home))
     checks.append(_last_tick(home, now))
     checks += _crontab_or_daemon(home, environ, now)
+    from .doctor_units import unit_checks  # lazy: issue 25, only what systemd units need
+
+    checks += [Check("systemd", *found) for found in unit_checks(home, environ)]
     checks.append(_api_key(home, config, environ))
     if config is not None:
         checks.append(_tasks(config))
@@ -237,9 +241,6 @@ def _prompts(config: Config) -> list[Check]:
             checks.append(Check(f"prompt {name}", "fail", f"{source.describe()}: {broken}",
                                 f"fix {source.path}, or delete it to use the shipped default"))
     return checks
-
-
-MIN_PYTHON = (3, 11)
 
 
 def _python() -> Check:
@@ -505,8 +506,9 @@ def judge_crontab(listing: str, home: Path, environ: Mapping[str, str], line: st
         old = _crontab_python(tick, environ)
         if old:
             return Check("crontab", "fail", f"{text.strip()}: {old}",
-                         f"point the line at a Python 3.11 or newer, e.g.: {line}")
-        return Check("crontab", "ok", text.strip())
+                         f"point the line at a Python 3.11 or newer that has mdcron's packages"
+                         f" (the virtual environment's), e.g.: {line}")
+        return _crontab_line_shape(text.strip(), tick, line)
     if ticks:
         return Check("crontab", "warn", f"a tick line for another folder: {ticks[0][0].strip()}",
                      f"add a line for this home (`scheduler.py install --cron` does): {line}")
@@ -514,26 +516,32 @@ def judge_crontab(listing: str, home: Path, environ: Mapping[str, str], line: st
                  f"`scheduler.py install --cron`, or `crontab -e` and add: {line}")
 
 
+def _crontab_line_shape(text: str, tick: TickLine, line: str) -> Check:
+    """Issue 25: what fails under cron although the interpreter is fine: a log redirect into a
+    folder that does not exist (the shell gives up before the tick starts), and a tick line
+    that does not run every minute (fires are late, or skipped past their catchup)."""
+    from .crontab_line import every_minute
+
+    folder = os.path.dirname(tick.log) if tick.log else None
+    if folder and not os.path.isdir(folder):
+        return Check("crontab", "fail", f"{text}: the folder of its log, {folder}, does not"
+                     " exist, so cron's shell fails before the tick starts", f"mkdir -p {folder}")
+    if not every_minute(tick.schedule):
+        return Check("crontab", "warn", f"{text}: runs the tick at {tick.schedule!r}, not every"
+                     " minute: tasks run late, and fires older than their catchup are skipped",
+                     f"start the line with * * * * *, e.g.: {line}")
+    return Check("crontab", "ok", text)
+
+
 def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
     """What is wrong with the interpreter the crontab line starts, or None."""
-    import subprocess
-
     from .crontab_line import resolve_python
+    from .requirements import interpreter_problem
 
     if not tick.python:
         return None
-    program = resolve_python(tick, environ)
-    try:
-        out = subprocess.run([program, "-c", "import sys; print(*sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=20,
-                             cwd=tick.cwd if tick.cwd and os.path.isdir(tick.cwd) else None,
-                             env=dict(environ))
-        major, minor = (int(x) for x in out.stdout.split())
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return f"{tick.python} cannot be started"
-    if (major, minor) < MIN_PYTHON:
-        return f"{tick.python} is Python {major}.{minor}; mdcron needs 3.11 or newer"
-    return None
+    return interpreter_problem(resolve_python(tick, environ), tick.python, tick.cwd,
+                               dict(environ))
 
 
 def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> Check:
@@ -565,12 +573,20 @@ def _tasks(config: Config) -> Check:
                                 {t.id: t.path for t in tasks})[0]
     errors = [p for p in problems if p.severity == "error"]
     if duplicates:
-        ids = ", ".join(sorted(duplicates))
+        from ..tasks.id_lines import located  # lazy: only for a duplicated id
+
+        ids = "; ".join(f"{task_id!r} in {located(paths)}"
+                        for task_id, paths in sorted(duplicates.items()))
         return Check("task files", "fail", f"duplicate ids stop every tick: {ids}",
                      "rename one file's id (`scheduler.py validate` shows both files)")
     if errors:
         return Check("task files", "warn", f"{len(tasks)} valid, {len(errors)} with errors"
                      f" (skipped): {errors[0]}", "`scheduler.py validate` lists every problem")
+    from ..tasks.not_tasks import ignored_folders  # lazy: issue 25, never silent
+
+    if ignored := ignored_folders(config.tasks_dir):
+        return Check("task files", "warn", f"{len(tasks)} valid task(s); {ignored[0]}",
+                     "move the tasks up into tasks/ (only tasks/*.md are loaded)")
     return Check("task files", "ok", f"{len(tasks)} valid task(s)")
 
 

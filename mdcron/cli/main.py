@@ -180,6 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     idle = _idle_tick(argv)
     if idle is not None:
         return idle
+    from . import requirements  # lazy: only once the idle tick declined (stdlib only)
+
+    if absent := requirements.missing():  # issue 25: one line naming the Python to use
+        code_dir = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        print(requirements.stop_line(absent, code_dir), file=sys.stderr)
+        return 2
     from pathlib import Path
 
     from ..settings.config import ConfigError, load_config

@@ -7,6 +7,8 @@ import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_PART = r"\d+(?:\.\d+)?\s*[smhdw]"
+_COMPOUND = re.compile(rf"^\s*(?:{_PART}\s*){{2,5}}$")  # issue 25: 1h30m, 2d 12h, 5m 3s
 
 
 class DurationError(ValueError):
@@ -14,7 +16,8 @@ class DurationError(ValueError):
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from an int/float (seconds) or a string like "90s", "10m", "2h", "1d", "1w".
+    """Seconds from an int/float (seconds) or a string like "90s", "10m", "2h", "1d", "1w", or
+    several of those in a row ("1h30m", "2d 12h").
 
     A bare number in a string counts as seconds. Negative, zero-length units, NaN and infinity
     are refused: every duration here bounds something real (a timeout, a window)."""
@@ -24,9 +27,13 @@ def parse_duration(value: object) -> float:
         seconds = float(value)
     elif isinstance(value, str):
         match = _DURATION.match(value)
-        if not match:
-            raise DurationError(f"expected a duration like 90s, 10m or 2h, got {value!r}")
-        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+        if match:
+            seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+        elif len(value) <= 100 and _COMPOUND.match(value):  # as format_duration writes them
+            parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", value)
+            seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
+        else:
+            raise DurationError(f"expected a duration like 90s, 10m, 2h or 1h30m, got {value!r}")
     else:
         raise DurationError(f"expected a duration like 90s, 10m or 2h, got {type(value).__name__}")
     if not math.isfinite(seconds) or seconds < 0:

@@ -73,7 +73,8 @@ def command_argv(task: Task, cwd: Path) -> list[str]:
     except ValueError as exc:
         raise RunnerError(f"cannot split the command {task.command!r}: {exc}") from exc
     script = words[0]
-    path = Path(os.path.normpath(Path(cwd, script).absolute()))  # symlinks kept: argv[0] matters
+    # `~` as validation reads it (paths.resolve_inside); symlinks kept: argv[0] matters
+    path = Path(os.path.normpath(Path(cwd, os.path.expanduser(script)).absolute()))
     if not path.exists():
         raise RunnerError(f"script {script!r} not found in {cwd} (command: {task.command})")
     if path.is_dir():

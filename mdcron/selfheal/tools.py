@@ -333,7 +333,8 @@ class Sandbox:
                 "the file was not written")
         new, problems = parse_task_text(text, self.task.path, self.config)
         if new is None:
-            errors = "; ".join(str(p) for p in problems if p.severity == "error")
+            errors = "; ".join(str(p) for p in problems if p.severity == "error") or "; ".join(
+                str(p) for p in problems)  # issue 25: "not a task" is a warning, still refused
             raise Refused(f"the edited task file would not validate, so it was not written: "
                           f"{errors}")
 

@@ -208,12 +208,17 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
     if "timezone" in data:
         tz = data["timezone"]
         from ..core.cron import ScheduleError, resolve_zone  # lazy: zoneinfo, only for `timezone:`
+        from ..core.zones import abbreviation_warning, unknown_zone  # lazy: as resolve_zone
 
         try:
             resolve_zone(str(tz))
             values["timezone"] = str(tz)
-        except ScheduleError as exc:
-            err("timezone", str(exc))
+        except ScheduleError:
+            err("timezone", unknown_zone(tz))
+        else:
+            if warning := abbreviation_warning(str(tz)):  # issue 25: EST means New York
+                warnings.append(Problem(path, f"timezone: {warning}", key="timezone",
+                                        severity="warning"))
     for key, high in COUNT_MAX.items():
         if key in data:
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -94,3 +95,25 @@ def script_path(task: Task, config: Config) -> Path:
     if not path.is_file():
         raise PathError(f"script {word!r} is not a file ({path})")
     return path
+
+
+def script_problem(path: Path, word: str) -> str | None:
+    """Why the script at `path` would not start (issue 25: `validate` says it before the run
+    does): not executable, or a text file without a `#!` line (exec fails with ENOEXEC)."""
+    if not os.access(path, os.X_OK):
+        return (f"script {word!r} is not executable, so runs will fail; fix: chmod +x "
+                f"{shlex.quote(str(path))}")
+    try:  # O_NONBLOCK: a FIFO swapped in after the check must not hang validation
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None  # unreadable to us (another user's script): the run decides
+    try:
+        head = os.read(fd, 4) if stat.S_ISREG(os.fstat(fd).st_mode) else b"#!"
+    except OSError:
+        head = b"#!"
+    finally:
+        os.close(fd)
+    if head.startswith(b"#!") or head == b"\x7fELF":
+        return None
+    return (f"script {word!r} has no '#!' line, so it cannot be started directly; make its first"
+            " line e.g. #!/bin/sh, or use run_as: shell with command: sh " + shlex.quote(word))

@@ -21,11 +21,13 @@ from ..core.accounts import AccountError, check_group, check_user
 from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
+from ..core.zones import abbreviation_warning, unknown_zone
 from ..settings.config import Config
-from . import outside_keys
+from . import lenient, outside_keys
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
-from .paths import PathError, script_path, task_cwd
+from .not_tasks import NOT_A_TASK, not_a_task
+from .paths import PathError, script_path, script_problem, script_word, task_cwd
 from .task import Task
 from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 
@@ -104,7 +106,8 @@ def _choice(options: Sequence[str]) -> Callable[[object], str]:
     def check(value: object) -> str:
         if isinstance(value, str) and value in options:
             return value
-        raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}")
+        raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}"
+                   + lenient.did_you_mean(value, options))
 
     return check
 
@@ -216,7 +219,7 @@ def _account(check: Callable[[object], str]) -> Callable[[object], str]:
 
 _CHECKS: dict[str, Callable[[object], object]] = {
     "id": _id,
-    "title": _text,
+    "title": lenient.title,
     "schedule": _schedule,
     "timezone": _text,
     "timeout": _timeout,
@@ -233,7 +236,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "env": _env,
     "secrets": _names,
     "catchup": _catchup,
-    "tags": _str_list("tags: [backup, nightly]"),
+    "tags": lenient.tags,
     "prompt": _text,
     "model": _text,
     "heal_paths": _str_list('heal_paths: ["scripts/*.sh"]'),
@@ -273,6 +276,7 @@ class _Report:
         self.problems: list[Problem] = []
         self.lines: dict[str, int] = {}  # key -> 1-based line (the last one, as YAML reads it)
         self.close_line: int | None = None
+        self.raw: dict[str, str] = {}  # key -> its line as written (issue 25: quoting hints)
 
     def error(self, message: str, key: str | None = None, line: int | None = None) -> None:
         line = line if line is not None else self.lines.get(key or "")
@@ -419,7 +423,10 @@ def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
     try:
         opening, close = find_frontmatter(lines)
     except EditError as exc:
-        report.error(str(exc), line=1)
+        if not_a_task(lines):  # issue 25: a README.md among the tasks is not a broken task
+            report.warn(NOT_A_TASK)
+        else:
+            report.error(str(exc), line=1)
         return None, ""
     report.close_line = close + 1
     first_line = opening + 2  # 1-based line of the first frontmatter line
@@ -429,6 +436,7 @@ def _read_frontmatter(text: str, report: _Report) -> tuple[dict | None, str]:
     for k in key_lines(lines, opening + 1, close):
         counts.setdefault(k.key, []).append(k.start + 1)
     report.lines = {key: found[-1] for key, found in counts.items()}
+    report.raw = {key: lines[found[-1] - 1] for key, found in counts.items()}
     data = _load_yaml(yaml_text, first_line, report)
     if data is None:
         return None, body
@@ -466,6 +474,8 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         hint = _yaml_hint(yaml_text, line - first_line if line is not None else None)
         key = next((k for k, n in report.lines.items() if n == line), None)
+        if key == "command" and not hint:  # issue 25: `: ` or `#` in a shell line
+            hint = lenient.quote_command(report.raw.get("command", ""))
         report.error(f"the frontmatter is not valid YAML: {problem}{hint}", key=key, line=line)
         return None
     except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
@@ -531,6 +541,9 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             values[key] = check(value)
         except _Bad as exc:
             report.error(f"{key}: {exc}", key=key)
+        except lenient.Accepted as exc:
+            values[key] = exc.value
+            report.warn(f"{key}: {exc}", key=key)
     for key, example in (("id", "id: backup-db"), ("schedule", 'schedule: "0 3 * * *"')):
         if key not in data:
             report.error(
@@ -559,8 +572,11 @@ def _check_schedule(values: dict[str, object], report: _Report, config: Config) 
     if "timezone" in values:
         try:
             zone = resolve_zone(values["timezone"])  # type: ignore[arg-type]
-        except ScheduleError as exc:
-            report.error(f"timezone: {exc}", key="timezone")
+        except ScheduleError:
+            report.error(f"timezone: {unknown_zone(values['timezone'])}", key="timezone")
+        else:
+            if warning := abbreviation_warning(values["timezone"]):  # type: ignore[arg-type]
+                report.warn(f"timezone: {warning}", key="timezone")
     if zone is None:
         zone = resolve_zone(config.timezone)  # checked when the config was loaded
     # type: ignore[arg-type]
@@ -577,6 +593,12 @@ def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
     reported = any(p.key == "command" for p in report.problems)
     if run_as in ("shell", "script") and "command" not in values and not reported:
         example = "./backup.sh" if run_as == "script" else "echo hello"
+        if report.raw.get("command", "").partition(":")[2].strip().startswith("#"):
+            report.error(  # issue 25: `command: #!/bin/sh …` or `command: # …` reads as empty
+                "command: empty, because YAML reads ' #' and what follows as a comment"
+                + lenient.quote_command(report.raw.get("command", ""), why=False),
+                key="command")
+            return
         report.error(
             f"command: missing; run_as: {run_as} needs a command, e.g. command: {example}",
             key="command",
@@ -616,9 +638,12 @@ def _check_paths(task: Task, report: _Report, config: Config) -> None:
         report.warn(f"cwd: {cwd} {state}; runs will fail until it is a folder", key="cwd")
     if task.run_as == "script":
         try:
-            script_path(task, config)
+            script = script_path(task, config)
         except PathError as exc:
             report.error(f"command: {exc}", key="command")
+            return
+        if problem := script_problem(script, script_word(task.command or "")):
+            report.warn(f"command: {problem}", key="command")
 
 
 def _after_words(schedule: str) -> list[str] | None:

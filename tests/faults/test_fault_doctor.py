@@ -36,6 +36,7 @@ def healthy(home: Path, tmp_path: Path, sink) -> dict[str, str]:
     env = fake_crontab(tmp_path, f"MAILTO=me\n* * * * * cd {home} && {sys.executable}"
                        f" scheduler.py tick >> logs/tick.log 2>&1\n")
     env["ANTHROPIC_API_KEY"] = "sk-ant-doctor-check-123"
+    (home / "logs").mkdir(mode=0o700, exist_ok=True)  # `>> logs/tick.log`: install makes it
     assert run_cli(home, "tick", env=env).returncode == 0  # the real clock: a recent tick
     return env
 
