@@ -158,6 +158,7 @@ def test_a_chunked_100_mb_body_is_refused_early(home, write_task):
             except (ConnectionResetError, TimeoutError):
                 pass
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+        assert b"connection: close" in answer.lower()  # the rest is not read at all
         assert sent < 20 * 1024 * 1024, sent  # refused after 64 KiB, not after 100 MB
         assert rss_kib(server.proc.pid) - before < 10 * 1024
         # a Content-Length past the limit is refused before a byte of the body is read

@@ -137,11 +137,14 @@ class Guard:
         except Exception:  # a header no rule foresaw: refused, never a traceback
             refusal = _error(scope["path"].startswith("/api/"), 400, "bad request headers")
         if refusal is not None:
+            if scope["method"] not in SAFE:
+                refusal.headers["connection"] = "close"  # its body is not read: not kept
             await refusal(scope, receive, send)
             return
         if scope["method"] not in SAFE:
             body = await _read_body(scope, receive)
             if isinstance(body, Response):
+                body.headers["connection"] = "close"  # the rest is not read, nor waited for
                 await body(scope, receive, send)
                 return
             receive = _replay(body, receive)
