@@ -5,7 +5,9 @@ byte that arrives), so a client that sends its headers a byte at a time, or noth
 holds a socket forever; a thousand of them use up the process's descriptors and nobody else
 gets in. Here a connection that has no complete request head is *waiting*:
   - it is closed HEADER_SECONDS after it began to wait (a request head's deadline), and
-  - at most MAX_WAITING connections wait at once: a new one closes the one waiting longest.
+  - past MAX_WAITING waiting connections, a new one closes the one waiting longest, once that
+    one has waited MIN_WAIT (a burst of real clients, all new, is not cut off before its
+    requests are even read; a crowd of idle sockets is).
 A connection whose request head has arrived is served as uvicorn serves it; its body has its
 own deadline and size limit in security.Guard; the number of requests served at once is
 uvicorn's `limit_concurrency` (server.py).
@@ -20,7 +22,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 HEADER_SECONDS = 10.0
 MAX_WAITING = 64
-WAITING: dict[BoundedH11, None] = {}  # insertion order: the first waited longest
+MIN_WAIT = 1.0
+WAITING: dict[BoundedH11, float] = {}  # -> when it began to wait; the first waited longest
 
 
 class BoundedH11(H11Protocol):
@@ -48,10 +51,14 @@ class BoundedH11(H11Protocol):
 
     def _wait(self) -> None:
         self._served()
-        WAITING[self] = None
+        now = self.loop.time()
+        WAITING[self] = now
         self._deadline = self.loop.call_later(HEADER_SECONDS, self._give_up)
         while len(WAITING) > MAX_WAITING:
-            next(iter(WAITING))._give_up()
+            oldest, since = next(iter(WAITING.items()))
+            if now - since < MIN_WAIT:
+                break
+            oldest._give_up()
 
     def _served(self) -> None:
         WAITING.pop(self, None)
