@@ -12,6 +12,7 @@ back (a circle at the top), so the factory imports the route modules when it bui
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
 import sqlite3
 import time
@@ -26,8 +27,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..state.store import StoreError
 from ..state.trouble import is_busy
@@ -37,6 +39,8 @@ from .sessions import REVOKED, Sessions
 HERE = Path(__file__).resolve().parent
 MAX_FORM = MAX_BODY  # bytes of a POST body; a comment is at most MAX_COMMENT characters
 MAX_COMMENT = 10_000
+IN_FLIGHT = 64  # requests in the routes at once (Gate); the worker threads are fewer anyway
+QUEUE_SECONDS = 10.0  # how long a request waits for its turn before a 503
 WEB_LOCK_WAIT = 2.0  # seconds a request waits for a tick's write lock before "busy" (503)
 BUSY = ("the database is busy: a tick (or another program) holds its write lock. Nothing was"
         " changed; this page tries again by itself, or reload it in a moment")
@@ -151,6 +155,33 @@ def static_files() -> dict[str, tuple[bytes, str]]:
     return out
 
 
+class Gate:
+    """At most IN_FLIGHT requests in the routes at once (after the guard: a request without a
+    session costs no turn); the others wait up to QUEUE_SECONDS for a turn, then get 503. The
+    static files pass. A burst is served in turn instead of all at once on two cores."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+        self.turns = asyncio.Semaphore(IN_FLIGHT)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+        try:
+            async with asyncio.timeout(QUEUE_SECONDS):
+                await self.turns.acquire()
+        except TimeoutError:
+            refusal = PlainTextResponse("too many requests at once: try again in a moment\n",
+                                        status_code=503, headers={"retry-after": "2"})
+            await refusal(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.turns.release()
+
+
 def busy(exc: BaseException) -> bool:
     """A database a writer held past WEB_LOCK_WAIT (SQLite's 'locked', or the store's one
     line about it)."""
@@ -186,8 +217,11 @@ def create_app(home: Path, token: str, hosts: set[str],
         if not busy(exc):
             raise exc  # to crash(), below
         if request.url.path.startswith("/api/"):
-            return JSONResponse({"error": BUSY}, status_code=503)
-        return web.page(request, "error.html", code=503, status_code=503, message=BUSY)
+            answer: Response = JSONResponse({"error": BUSY}, status_code=503)
+        else:
+            answer = web.page(request, "error.html", code=503, status_code=503, message=BUSY)
+        answer.headers["retry-after"] = "2"
+        return answer
 
     async def crash(request: Request, exc: Exception) -> Response:
         # never a traceback on the page: the message names the kind; the console has the rest
@@ -201,7 +235,7 @@ def create_app(home: Path, token: str, hosts: set[str],
 
     guard = Middleware(Guard, token=token, hosts=hosts, sessions=sessions,
                        cookie=login.cookie_name(port), login_page=login.page_maker(web))
-    app = Starlette(routes=routes, middleware=[guard],
+    app = Starlette(routes=routes, middleware=[guard, Middleware(Gate)],
                     exception_handlers={HTTPException: http_error, Exception: crash,
                                         sqlite3.OperationalError: database_error,
                                         StoreError: database_error})

@@ -23,7 +23,7 @@ from .sessions import CODE_TTL, REVOKED, Sessions, revoke_everywhere
 from .token_file import TokenFileError, load_token
 
 DEFAULT_TOKEN = "web-token"  # in the state folder
-LIMIT_CONCURRENCY = 512  # connections and requests at once; past it uvicorn answers 503
+LIMIT_CONCURRENCY = 2048  # connections (and requests) at once; past it uvicorn answers 503
 KEEP_ALIVE = 5  # seconds an idle kept-alive connection stays open
 MAX_HEAD = 16 * 1024  # bytes of a request line and headers (h11)
 

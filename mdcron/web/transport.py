@@ -5,9 +5,10 @@ byte that arrives), so a client that sends its headers a byte at a time, or noth
 holds a socket forever; a thousand of them use up the process's descriptors and nobody else
 gets in. Here a connection that has no complete request head is *waiting*:
   - it is closed HEADER_SECONDS after it began to wait (a request head's deadline), and
-  - past MAX_WAITING waiting connections, a new one closes the one waiting longest, once that
-    one has waited MIN_WAIT (a burst of real clients, all new, is not cut off before its
-    requests are even read; a crowd of idle sockets is).
+  - past MAX_WAITING waiting connections, the ones waiting longest are closed once they have
+    waited MIN_WAIT (a burst of real clients, all new, is not cut off before its requests are
+    even read; a crowd of idle sockets is, even one that took every descriptor, when no new
+    connection can be accepted to notice it: a timer trims).
 A connection whose request head has arrived is served as uvicorn serves it; its body has its
 own deadline and size limit in security.Guard; the number of requests served at once is
 uvicorn's `limit_concurrency` (server.py).
@@ -24,6 +25,7 @@ HEADER_SECONDS = 10.0
 MAX_WAITING = 64
 MIN_WAIT = 1.0
 WAITING: dict[BoundedH11, float] = {}  # -> when it began to wait; the first waited longest
+_trimming: list[asyncio.TimerHandle] = []  # the one pending trim, if any
 
 
 class BoundedH11(H11Protocol):
@@ -54,11 +56,7 @@ class BoundedH11(H11Protocol):
         now = self.loop.time()
         WAITING[self] = now
         self._deadline = self.loop.call_later(HEADER_SECONDS, self._give_up)
-        while len(WAITING) > MAX_WAITING:
-            oldest, since = next(iter(WAITING.items()))
-            if now - since < MIN_WAIT:
-                break
-            oldest._give_up()
+        _trim(self.loop)
 
     def _served(self) -> None:
         WAITING.pop(self, None)
@@ -70,3 +68,22 @@ class BoundedH11(H11Protocol):
         self._served()
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def _trim(loop: asyncio.AbstractEventLoop) -> None:
+    """Close the longest-waiting connections past MAX_WAITING that waited MIN_WAIT; if fresh
+    ones keep the count over, look again when the oldest of them comes of age."""
+    if _trimming:
+        return  # one is pending; it looks at everything
+    now = loop.time()
+    while len(WAITING) > MAX_WAITING:
+        oldest, since = next(iter(WAITING.items()))
+        if now - since < MIN_WAIT:
+            _trimming.append(loop.call_at(since + MIN_WAIT, _trimmed, loop))
+            return
+        oldest._give_up()
+
+
+def _trimmed(loop: asyncio.AbstractEventLoop) -> None:
+    _trimming.clear()
+    _trim(loop)
