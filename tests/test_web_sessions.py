@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from conftest import SCHEDULER, run_cli
+from test_web_browser import browser  # noqa: F401 (a fixture: Chromium, or a skip)
 from web_server import start_web
 
 from mdcron.web.sessions import CODE_TTL, IDLE, MAX_AGE, Sessions
@@ -331,3 +332,29 @@ def test_web_help_names_the_new_option():
     out = subprocess.run([sys.executable, str(SCHEDULER), "web", "--help"],
                          capture_output=True, text=True)
     assert "--revoke-sessions" in out.stdout
+
+
+def test_login_link_in_a_real_browser(home, write_task, browser):  # noqa: F811
+    """Chromium: the link logs in once; the cookie is the session's, HttpOnly and Strict, named
+    after the port; a second browser gets the login form, and the token pasted there works."""
+    write_task("a", command="true")
+    server = start_web(home)
+    try:
+        first = browser.new_context()
+        page = first.new_page()
+        page.goto(server.login_url)
+        page.locator('tr[data-task="a"]').wait_for()
+        assert page.url.rstrip("/") == server.base  # the code left the address bar
+        cookies = first.cookies()
+        assert [c["name"] for c in cookies] == [f"mdcron_session_{server.port}"]
+        assert cookies[0]["httpOnly"] and cookies[0]["sameSite"] == "Strict"
+        assert cookies[0]["value"] != server.token
+        assert page.evaluate("document.cookie") == ""  # no script can read it
+        second = browser.new_context().new_page()
+        second.goto(server.login_url)
+        second.get_by_text("used already or has expired").wait_for()
+        second.locator("input[name=token]").fill(server.token)
+        second.get_by_role("button", name="log in").click()
+        second.locator('tr[data-task="a"]').wait_for()
+    finally:
+        server.stop()
