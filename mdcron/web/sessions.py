@@ -9,8 +9,9 @@ them is written to disk; `scheduler.py web --revoke-sessions` reaches a running 
 through a marker file in state/ (REVOKED): a server that sees the marker change drops every
 session and every unused code. The marker holds no secret, only when it was written.
 
-Expiry is decided on the monotonic clock (a wall-clock jump neither revives nor kills a
-session); the wall clock is kept only to show when a session began and was last seen.
+Expiry is decided on the boot-time clock (monotonic, and counting a suspended laptop's sleep:
+a wall-clock jump neither revives nor kills a session, a night asleep still counts as idle);
+the wall clock is kept only to show when a session began and was last seen.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ MAX_AGE = 7 * 86400.0  # and none lasts longer than this
 MAX_SESSIONS = 50  # the oldest is dropped beyond this
 MAX_CODES = 20
 REVOKED = "web-sessions-revoked"  # in state/: `web --revoke-sessions` rewrites it
+
+
+def boot_clock() -> float:
+    """Seconds since boot, sleep included (CLOCK_BOOTTIME); monotonic where there is none."""
+    try:
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    except (AttributeError, OSError):
+        return time.monotonic()
 
 
 def digest(secret: str) -> str:
@@ -66,7 +75,7 @@ def _locked(method):
 class Sessions:
     """The codes and sessions of one server process."""
 
-    def __init__(self, marker: Path, monotonic: Callable[[], float] = time.monotonic,
+    def __init__(self, marker: Path, monotonic: Callable[[], float] = boot_clock,
                  wall: Callable[[], float] = time.time):
         self.marker = marker
         self.monotonic = monotonic
