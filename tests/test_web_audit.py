@@ -95,10 +95,11 @@ def test_page_and_token_actions_are_recorded_and_shown(home, write_task, cli):
         server.stop()
     rows = audit(home)
     assert [r["action"] for r in reversed(rows)] == [
-        "disable", "enable", "pause", "enable", "comment", "maintenance-on", "maintenance-off",
-        "resolve", "run"]
+        "login", "disable", "enable", "pause", "enable", "comment", "maintenance-on",
+        "maintenance-off", "resolve", "run"]
+    assert rows[-1]["detail"] == "with the one-time link"
     web_rows = [r for r in rows if r["who"].startswith("web session")]
-    assert len(web_rows) == 8 and all(r["origin"] == "127.0.0.1" for r in web_rows)
+    assert len(web_rows) == 9 and all(r["origin"] == "127.0.0.1" for r in web_rows)
     # the web's run is recorded once: the `scheduler.py run` it starts does not add its own
     runs = [r for r in rows if r["action"] == "run"]
     assert len(runs) == 1 and runs[0]["who"] == f"api token ({ME})"

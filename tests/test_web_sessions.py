@@ -125,6 +125,8 @@ def test_sessions_are_listed_and_revoked_from_health(home, server):
                    headers={"Origin": server.base}, follow_redirects=False)
         assert r.status_code == 303
         assert b.get("/").status_code == 401 and a.get("/").status_code == 200
+    done = run_cli(home, "audit").stdout
+    assert "login" in done and "revoke-session" in done and f"session {b_label}" in done
 
 
 def test_revoke_sessions_reaches_a_running_server_and_a_restart_ends_them(home):
