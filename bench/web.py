@@ -37,7 +37,7 @@ def _start(home: Path) -> tuple[subprocess.Popen, str, str]:
                              "web", "--port", str(port)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline() if proc.stdout else ""
-    m = re.search(r"(http://\S+?)/\?token=(\S+)", line)
+    m = re.search(r"(http://\S+?)/login\?code=\S+", line)  # the token is not printed
     if not m:
         proc.kill()
         raise RuntimeError(f"web did not start: {line!r}")
@@ -47,7 +47,7 @@ def _start(home: Path) -> tuple[subprocess.Popen, str, str]:
                 break
         except OSError:
             time.sleep(0.05)
-    return proc, m.group(1), m.group(2)
+    return proc, m.group(1), (home / "state" / "web-token").read_text().strip()
 
 
 def _median_ms(client, path: str) -> float:

@@ -29,9 +29,7 @@ def server(home):
 @pytest.fixture
 def client(server):
     with httpx.Client(base_url=server.base, timeout=30) as c:
-        r = c.get(f"/?token={server.token}", follow_redirects=False)
-        assert r.status_code == 303
-        c.cookies.set("mdcron_token", server.token)
+        server.login(c)
         yield c
 
 
@@ -226,9 +224,8 @@ def test_token_required_and_cookie_flags(home, server):
     with httpx.Client(base_url=server.base) as c:
         assert c.get("/").status_code == 401
         assert c.get("/api/tasks").status_code == 401
-        assert c.get("/?token=wrong").status_code == 401
-        r = c.get(f"/history?token={server.token}&task=a", follow_redirects=False)
-        assert r.status_code == 303 and r.headers["location"] == "/history?task=a"
+        r = c.get(f"/login?code={server.code}", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/"
         cookie = r.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie
         bearer = {"Authorization": f"Bearer {server.token}"}
@@ -263,7 +260,7 @@ def test_no_environment_dump(home, write_task, cli):
     env_secret = "s3cr3t-value-web"
     s = start_web(home)
     try:
-        with httpx.Client(base_url=s.base, cookies={"mdcron_token": s.token}) as c:
+        with httpx.Client(base_url=s.base, headers=s.bearer()) as c:
             for page in ("/", "/tasks/a", "/health", "/api/health"):
                 assert env_secret not in c.get(page).text
     finally:
@@ -352,8 +349,7 @@ def test_pages_show_the_hosts_of_a_shared_state(pg_url, tmp_path):
             assert out.returncode == 0, out.stdout + out.stderr
     server = start_web(a)
     try:
-        with httpx.Client(base_url=server.base, timeout=30) as c:
-            c.cookies.set("mdcron_token", server.token)
+        with httpx.Client(base_url=server.base, timeout=30, headers=server.bearer()) as c:
             history = c.get("/history").text
             assert "<th>host</th>" in history
             assert '<td class="host">a</td>' in history and '<td class="host">b</td>' in history

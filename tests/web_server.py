@@ -25,9 +25,26 @@ def free_port() -> int:
 class WebServer:
     proc: subprocess.Popen
     base: str
-    token: str
+    code: str  # the one-time login code of the printed link
+    token: str  # read from the token file: the server never prints it
 
     output: list[str] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return int(self.base.rsplit(":", 1)[1])
+
+    @property
+    def login_url(self) -> str:
+        return f"{self.base}/login?code={self.code}"
+
+    def bearer(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def login(self, client) -> None:
+        """Spend the printed code in an httpx client: it then holds the session cookie."""
+        r = client.get(f"/login?code={self.code}", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/", r.text
 
     def drain(self) -> None:
         for line in self.proc.stdout or ():
@@ -42,16 +59,21 @@ class WebServer:
             self.proc.wait()
 
 
-def start_web(home: Path, *extra: str) -> WebServer:
+def start_web(home: Path, *extra: str, token_file: Path | None = None,
+              preexec_fn=None) -> WebServer:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    more = ["--token-file", str(token_file)] if token_file else []
     proc = subprocess.Popen([sys.executable, str(SCHEDULER), "--home", str(home), "web",
-                             "--port", str(port), *extra], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+                             "--port", str(port), *more, *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env,
+                            preexec_fn=preexec_fn)
     line = proc.stdout.readline() if proc.stdout else ""
-    match = re.search(r"(http://\S+?)/\?token=(\S+)", line)
+    match = re.search(r"(http://\S+?)/login\?code=(\S+)", line)
     assert match, line + (proc.stdout.read() if proc.poll() is not None and proc.stdout else "")
-    server = WebServer(proc, match.group(1), match.group(2))
+    token = (token_file or home / "state" / "web-token").read_text().strip()
+    server = WebServer(proc, match.group(1), match.group(2), token)
+    server.output.append(line)
     threading.Thread(target=server.drain, daemon=True).start()  # a full pipe would block it
     deadline = time.monotonic() + 20
     while True:  # uvicorn binds after the banner is printed

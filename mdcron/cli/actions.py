@@ -72,7 +72,8 @@ def start_run(config: Config, task_id: str, environ: dict[str, str] | None = Non
     fd = open_private(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, root=config.home)
     with os.fdopen(fd, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, str(SCHEDULER), "--home", str(config.home), "run", task.id],
+            [sys.executable, str(SCHEDULER), "--home", str(config.home), "run", "--recorded",
+             task.id],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             close_fds=True, env=dict(os.environ if environ is None else environ),
         )

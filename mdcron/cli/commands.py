@@ -33,6 +33,7 @@ from ..state.store import (
     state_store,
 )
 from ..state.trouble import describe, is_trouble
+from .audit import record_cli
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
 
@@ -128,6 +129,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from ..run.tick import default_healer
 
     task = _load_task(config, args.id)
+    if not getattr(args, "recorded", False):  # the web records its own "run now"
+        record_cli(config, "run", task.id)
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with state_store(config) as store:
@@ -502,6 +505,7 @@ def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None
     state = "enabled" if enabled else f"disabled ({reason})"
     if until is not None:
         state += f" until {to_dt(until).isoformat(timespec='minutes')}"
+    record_cli(config, "enable" if enabled else "disable", task.id, state)
     print(f"{task.id}: {state} in {task.path}")
     return OK
 
@@ -524,13 +528,17 @@ def cmd_pause(config: Config, args: argparse.Namespace) -> int:
     """Maintenance mode: every tick runs nothing until `resume`."""
     by = args.by or os.environ.get("USER") or "someone"
     start_maintenance(str(config.home), to_dt(clock_from(None).now()).isoformat(), by)
+    record_cli(config, "maintenance-on", detail=f"by {by}")
     print("maintenance mode: the tick runs nothing until `scheduler.py resume`")
     return OK
 
 
 def cmd_resume(config: Config, args: argparse.Namespace) -> int:
-    print("maintenance mode ended: the tick runs tasks again" if end_maintenance(
-        str(config.home)) else "not in maintenance mode")
+    ended = end_maintenance(str(config.home))
+    if ended:
+        record_cli(config, "maintenance-off")
+    print("maintenance mode ended: the tick runs tasks again" if ended
+          else "not in maintenance mode")
     return OK
 
 
@@ -538,7 +546,7 @@ def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page show
     from ..web.server import serve
 
     return serve(home, args.host, args.port, args.token_file, args.allow_host or [],
-                 args.metrics_listen)
+                 args.metrics_listen, revoke=args.revoke_sessions)
 
 
 __all__ = ["USAGE"]
@@ -572,6 +580,7 @@ def cmd_resolve(config: Config, args: argparse.Namespace) -> int:
     if not done:
         print(f"mdcron: no open incident #{args.incident} (see `incidents`)", file=sys.stderr)
         return PROBLEM
+    record_cli(config, "resolve", detail=f"incident #{args.incident}")
     print(f"incident #{args.incident} resolved")
     return OK
 
@@ -583,6 +592,7 @@ def cmd_comment(config: Config, args: argparse.Namespace) -> int:
     author = args.author or os.environ.get("USER") or "someone"
     with state_store(config) as store:
         comment_id = add_comment(store, task.id, author, args.text, clock_from(None).now())
+    record_cli(config, "comment", task.id, f"#{comment_id} as {author}")
     print(f"comment #{comment_id} on {task.id} stored; Claude reads it before the next run")
     return OK
 
@@ -624,8 +634,17 @@ def cmd_revert_heal(config: Config, args: argparse.Namespace) -> int:
     except RevertError as exc:
         print(f"mdcron: {exc}", file=sys.stderr)
         return PROBLEM
+    record_cli(config, "revert-heal", task.id, "forced" if args.force else None)
     for path in restored:
         print(f"restored {path}")
+    return OK
+
+
+def cmd_audit(config: Config, args: argparse.Namespace) -> int:
+    """Who did what: the dashboard's and the CLI's actions, newest first (issue 24)."""
+    from .audit import print_audit
+
+    print_audit(config, args.task, args.n, args.json)
     return OK
 
 

@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("id")
     c.add_argument("--no-chain", action="store_true",
                    help="do not start the tasks that run after this one")
+    c.add_argument("--recorded", action="store_true", help=argparse.SUPPRESS)  # web's audit
     c = cmd("list", "tasks with schedule, state, last and next run")
     c.add_argument("--tag")
     c.add_argument("--json", action="store_true")
@@ -126,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="another Host header name to accept (a reverse proxy's)")
     c.add_argument("--metrics-listen", metavar="HOST:PORT", help="also serve /metrics"
                    " for Prometheus there, without the token (e.g. 127.0.0.1:9108)")
+    c.add_argument("--revoke-sessions", action="store_true", help="log every browser out of"
+                   " this home's dashboards (a running server too) and exit")
     c = cmd("incidents", "open incidents (suspensions, timeouts, crashed ticks, duplicate ids)")
     c.add_argument("--all", action="store_true", help="include resolved ones")
     c.add_argument("--json", action="store_true")
@@ -167,6 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--cron", action="store_true")
     how.add_argument("--systemd", action="store_true")
     c.add_argument("--user", action="store_true")
+    c = cmd("audit", "who did what: actions from the dashboard and the CLI, newest first")
+    c.add_argument("--task", metavar="ID", help="only this task's")
+    c.add_argument("-n", type=_count(100_000), default=30, help="1-100000 (default 30)")
+    c.add_argument("--json", action="store_true")
     c = cmd("revert-heal", "restore the files the task's last self-heal changed")
     c.add_argument("id")
     c.add_argument("--force", action="store_true", help="even if they changed since")

@@ -55,7 +55,12 @@ PROMPT_TEXT_LIMIT = 32 * 1024  # characters of the task file and output tail put
 
 
 class RevertError(Exception):
-    """There is nothing to revert, or reverting would overwrite later edits."""
+    """There is nothing to revert, or reverting would overwrite later edits (then `changed`
+    fingerprints those files as they are now: revert_heal's `confirmed`)."""
+
+    def __init__(self, message: str, changed: str | None = None):
+        super().__init__(message)
+        self.changed = changed
 
 
 class _Incomplete(Exception):
@@ -392,10 +397,11 @@ def prune_backups(config: Config, older_than: float) -> list[Path]:
 
 
 def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
-                force: bool = False) -> list[Path]:
+                force: bool = False, confirmed: str | None = None) -> list[Path]:
     """Restore the files the task's latest applied heal changed (atomically), mark the heal
     `reverted` and audit it. RevertError when there is none, or when a file changed since the
-    heal (someone edited it; `force` overwrites)."""
+    heal (someone edited it; `force` overwrites; so does `confirmed`, but only while it is the
+    fingerprint of the changed files as they still are: the dashboard's confirm step)."""
     applied = store.last_applied_heal(task_id)
     if applied is None:
         raise RevertError(f"{task_id} has no applied heal to revert{_why_none(store, task_id)}")
@@ -422,12 +428,14 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
         except FileNotFoundError:
             current = None
         now_sha = sha256(current) if current is not None else None
-        if now_sha != entry.get("after_sha256") and not force:
-            conflicts.append(rel)
+        if now_sha != entry.get("after_sha256"):
+            conflicts.append(f"{rel}\0{now_sha}")
         plan.append((target, data))
-    if conflicts:
-        raise RevertError(f"{', '.join(conflicts)} changed since heal {heal_id}; not reverting "
-                          "(use --force to overwrite those edits)")
+    changed = sha256(f"{heal_id}\0{chr(0).join(conflicts)}".encode()) if conflicts else None
+    if conflicts and not force and confirmed != changed:
+        names = ", ".join(c.partition("\0")[0] for c in conflicts)
+        raise RevertError(f"{names} changed since heal {heal_id}; not reverting "
+                          "(use --force to overwrite those edits)", changed)
     for target, data in plan:
         if data is None:
             try:
@@ -440,7 +448,8 @@ def revert_heal(config: Config, store: Store, task_id: str, *, now: float,
     append_jsonl(config.logs_dir / AUDIT_LOG, root=config.home, record={
         "time": _iso(now), "task": task_id,
         "event": "revert", "heal_id": heal_id, "backup_dir": str(backup),
-        "restored": [str(t.relative_to(home)) for t, _ in plan], "forced": force,
+        "restored": [str(t.relative_to(home)) for t, _ in plan],
+        "forced": force or bool(conflicts),
     })
     return [t for t, _ in plan]
 

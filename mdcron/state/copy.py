@@ -24,8 +24,9 @@ from . import transfer
 from .schema import PG_MIGRATIONS, PG_SCHEMA
 from .store import Store
 
-TABLES = ("task_state", "runs", "outbox", "alert_windows", "incidents", "heals", "comments")
-ID_TABLES = ("runs", "outbox", "incidents", "heals", "comments")
+TABLES = ("task_state", "runs", "outbox", "alert_windows", "incidents", "heals", "comments",
+          "audit")
+ID_TABLES = ("runs", "outbox", "incidents", "heals", "comments", "audit")
 
 
 OURS = frozenset(re.findall(r"CREATE TABLE (\w+)", PG_SCHEMA + "".join(PG_MIGRATIONS.values())))

@@ -37,7 +37,7 @@ CONNECT_TIMEOUT = 10  # seconds; a tick that cannot reach the database says so, 
 # A server at max_connections is waited for this long (issue 23: hosts that spread a minute's
 # runs each hold a connection per running task, so a burst can fill it for a moment).
 FULL_WAIT = 30.0
-ID_TABLES = frozenset({"runs", "outbox", "incidents", "heals", "comments"})  # id identity
+ID_TABLES = frozenset({"runs", "outbox", "incidents", "heals", "comments", "audit"})  # id identity
 _INSERT = re.compile(r"^\s*INSERT\s+(OR\s+(IGNORE|REPLACE)\s+)?INTO\s+(\w+)\s*\(([^)]*)\)",
                      re.IGNORECASE | re.DOTALL)
 _SCALAR = re.compile(r"\b(max|min)\(", re.IGNORECASE)

@@ -105,6 +105,12 @@ class State(Protocol):
     def answer_comments(self, ids: Sequence[int], now: float, reply: str,
                         action: str) -> None: ...
 
+    # -- who did what (issue 24)
+    def add_audit(self, at: float, who: str, action: str, task_id: str | None,
+                  detail: str | None, origin: str | None) -> int: ...
+    def audit_rows(self, task_id: str | None = None,
+                   limit: int = 50) -> list[dict[str, object]]: ...
+
     # -- heals
     def add_heal(self, task_id: str, run_id: int, attempt: int, created_at: float,
                  diagnosis: str | None, diff: str | None, backup_dir: str | None,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..core import safe_fs
 from ..core.outcome import Outcome, RunResult
+from .audit import AuditTable
 from .clockback import ClockBackTable
 from .comments import CommentsTable
 from .heals import HealsTable
@@ -42,6 +43,16 @@ from .trouble import LOCK_BUDGET, Locked, describe, is_busy, is_trouble
 
 __all__ = ["SCHEMA_VERSION", "Owner", "Store", "StoreError", "TaskState", "last_tick",
            "state_store"]
+
+
+_lock_wait = LOCK_BUDGET  # this process's bound; the dashboard shortens it (limit_lock_wait)
+
+
+def limit_lock_wait(seconds: float) -> None:
+    """This process waits at most `seconds` per store for other writers' locks, instead of
+    LOCK_BUDGET: the dashboard answers "busy" rather than wait out a tick (issue 24)."""
+    global _lock_wait
+    _lock_wait = seconds
 
 
 class StoreError(Exception):
@@ -66,7 +77,7 @@ def lost_in_tick(exc: BaseException) -> StoreError:
 
 
 class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
-            HealsTable, LeasesTable, HostsTable, ClockBackTable,
+            HealsTable, LeasesTable, HostsTable, ClockBackTable, AuditTable,
             MetricsTable):  # issue 26: the figures of /metrics and metrics_file
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
     migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
@@ -133,7 +144,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         if self.url:
             db.execute("BEGIN IMMEDIATE")
             return
-        left = LOCK_BUDGET - self._waited
+        left = _lock_wait - self._waited
         db.execute(f"PRAGMA busy_timeout = {max(0, int(left * 1000))}")
         started = time.monotonic()
         try:
@@ -277,7 +288,7 @@ def _open(path: Path) -> sqlite3.Connection:
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
             except FileExistsError:
                 pass
-        db = sqlite3.connect(path, timeout=LOCK_BUDGET, isolation_level=None,
+        db = sqlite3.connect(path, timeout=_lock_wait, isolation_level=None,
                              check_same_thread=False)
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode = WAL")

@@ -1,5 +1,6 @@
 """/api/: the pages as JSON, with the field names of the CLI's --json (`list`, `history`,
-`show`, `incidents`, `doctor`), so scripts and the page read one source.
+`show`, `incidents`, `doctor`), so scripts and the page read one source. The GET handlers are
+plain functions, run in a worker thread (as pages.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..cli import actions as core
 from . import data
 from .actions import run_now as start
 from .pages import STATUSES, int_param, task_id
@@ -23,20 +23,20 @@ def _config(web):
 
 
 def routes(web) -> list[Route]:
-    async def tasks(request: Request) -> Response:
+    def tasks(request: Request) -> Response:
         q = request.query_params
         if q.get("status") and q["status"] not in STATUSES:
             raise HTTPException(400, f"status must be one of {', '.join(STATUSES)}")
         view = data.tasks_view(_config(web), web.clock(), q.get("tag"), q.get("status"))
         return JSONResponse(view["rows"])
 
-    async def task(request: Request) -> Response:
+    def task(request: Request) -> Response:
         try:
             return JSONResponse(data.task_view(_config(web), task_id(request), web.clock()))
         except data.NotFound as exc:
             raise HTTPException(404, str(exc)) from exc
 
-    async def history(request: Request) -> Response:
+    def history(request: Request) -> Response:
         q = request.query_params
         try:
             view = data.history_view(_config(web), task=q.get("task"), status=q.get("status"),
@@ -46,30 +46,28 @@ def routes(web) -> list[Route]:
             raise HTTPException(400, f"day must be YYYY-MM-DD ({exc})") from exc
         return JSONResponse(view)
 
-    async def run(request: Request) -> Response:
+    def run(request: Request) -> Response:
         run_id = int_param(request.path_params["run_id"], "run") or 0
         try:
             return JSONResponse(data.run_view(_config(web), run_id))
         except data.NotFound as exc:
             raise HTTPException(404, str(exc)) from exc
 
-    async def incidents(request: Request) -> Response:
+    def incidents(request: Request) -> Response:
         return JSONResponse(data.incidents_view(_config(web)))
 
-    async def upcoming(request: Request) -> Response:
+    def upcoming(request: Request) -> Response:
         days = 7 if request.query_params.get("days") == "7" else 1
         return JSONResponse(data.upcoming_view(_config(web), web.clock(), days))
 
-    async def health(request: Request) -> Response:
+    def health(request: Request) -> Response:
         config, _ = data.config_or_problems(web.home)
         return JSONResponse(data.health_view(web.home, config, web.clock()))
 
     async def run_now(request: Request) -> Response:
         await web.form(request)
-        try:
-            pid = start(web, _config(web), task_id(request))
-        except core.ActionError as exc:
-            raise HTTPException(404, str(exc)) from exc
+        tid = task_id(request)
+        pid = await web.work(lambda: start(web, _config(web), tid, request))
         return JSONResponse({"started": True, "pid": pid}, status_code=202)
 
     return [

@@ -25,7 +25,8 @@ from ..tasks.task import Task
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
 PAGE = 50
-LOG_TAIL = 256 * 1024  # bytes of a task file read for its front matter
+LOG_TAIL = 256 * 1024  # bytes of a log shown on the run page
+ACTIVITY = 20  # the newest actions people took on a task (its page's "Activity")
 
 
 class NotFound(LookupError):
@@ -189,12 +190,14 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     runs: list[dict] = []
     heals: list[dict] = []
     comments: list[dict] = []
+    activity: list[dict] = []
     state = loaded.states.get(task.id)
     if config.state_exists:
         with state_store(config) as store:
             runs = store.history(50, task.id)
             heals = heal_history(store, task.id, 10)
             comments = thread(store, task.id)
+            activity = store.audit_rows(task.id, ACTIVITY)
     fires = []
     if task.enabled and not task.after:  # a downstream has no fires of its own: `why` says
         sched = schedule_of(task, config)
@@ -223,6 +226,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
         "frontmatter": front.removeprefix("---").strip("\n"), "body": task.body,
         "paused_until": iso(p["until"]) if p else None,
         "schedule_words": words(task.schedule),
+        "activity": [{**a, "at": iso(a["at"])} for a in activity],  # type: ignore[arg-type]
     }
 
 

@@ -1,5 +1,7 @@
 """The HTML pages (GET only: they change nothing). Each has a `live` block the poller
-(static/live.js) fetches again every few seconds."""
+(static/live.js) fetches again every few seconds. The handlers are plain functions: Starlette
+runs them in a worker thread, so a page waiting on the database or the disk never holds up
+the event loop (issue 24)."""
 
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def config_or_page(web, request: Request):
 
 
 def routes(web) -> list[Route]:
-    async def tasks(request: Request) -> Response:
+    def tasks(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
@@ -52,7 +54,7 @@ def routes(web) -> list[Route]:
         return web.page(request, "tasks.html", title="Tasks", config_notes=notes, tag=tag,
                         status=status, statuses=STATUSES, **view)
 
-    async def task(request: Request) -> Response:
+    def task(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
@@ -63,7 +65,7 @@ def routes(web) -> list[Route]:
         return web.page(request, "task.html", title=view["task"]["id"],
                         shared=bool(config.state_url), **view)
 
-    async def run(request: Request) -> Response:
+    def run(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
@@ -75,7 +77,7 @@ def routes(web) -> list[Route]:
         return web.page(request, "run.html", title=f"Run {run_id}",
                         shared=bool(config.state_url), **view)
 
-    async def history(request: Request) -> Response:
+    def history(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
@@ -89,14 +91,14 @@ def routes(web) -> list[Route]:
         return web.page(request, "history.html", title="History", filters=dict(q),
                         statuses=RUN_STATUSES, shared=bool(config.state_url), **view)
 
-    async def incidents(request: Request) -> Response:
+    def incidents(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
         return web.page(request, "incidents.html", title="Incidents",
                         incidents=data.incidents_view(config))
 
-    async def upcoming(request: Request) -> Response:
+    def upcoming(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
@@ -104,9 +106,10 @@ def routes(web) -> list[Route]:
         return web.page(request, "upcoming.html", title="Upcoming",
                         **data.upcoming_view(config, web.clock(), days))
 
-    async def health(request: Request) -> Response:
+    def health(request: Request) -> Response:
         config, _ = data.config_or_problems(web.home)
         return web.page(request, "health.html", title="Health",
+                        sessions=web.sessions.listing(),
                         **data.health_view(web.home, config, web.clock()))
 
     return [

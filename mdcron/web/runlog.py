@@ -7,15 +7,13 @@ Lazy imports: run/stop.py loads when a Stop is asked for.
 
 from __future__ import annotations
 
-import json
-
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..core.private_files import append_private
+from ..cli.audit import record_action
 from ..settings.config import Config
 from ..state.store import state_store
 from . import data
@@ -54,27 +52,6 @@ def log_since(config: Config, run_id: int, offset: int | None) -> dict:
             "skipped": chunk.skipped, "status": row["status"], "size": chunk.size}
 
 
-def who(request: Request) -> str:
-    """Who pressed the button, as far as the request says. The session's name replaces this
-    once web sessions carry one (issue 24 item 1)."""
-    state = request.scope.get("state") or {}
-    named = state.get("user") or state.get("session_name")
-    if named:
-        return str(named)[:60]
-    host = request.client.host if request.client else "?"
-    bearer = request.headers.get("authorization", "").startswith("Bearer ")
-    return f"{'a script (token)' if bearer else 'the web page'} from {host}"
-
-
-def record_action(config: Config, by: str, what: str, now: float) -> None:
-    """A line in state/web-actions.log. Local stand-in: joins the audit of issue 24 item 4."""
-    line = json.dumps({"at": now, "by": by, "what": what}) + "\n"
-    try:
-        append_private(config.state_dir / "web-actions.log", line.encode(), root=config.home)
-    except OSError:
-        pass  # the run's row and log say it too
-
-
 async def _stop(web, request: Request) -> tuple[Config, int, list[str]]:
     from ..run.stop import NotRunning, stop_run  # lazy: only when a Stop is pressed
 
@@ -84,13 +61,15 @@ async def _stop(web, request: Request) -> tuple[Config, int, list[str]]:
     row = await run_in_threadpool(_row, config, run_id)
     if row["status"] != "running":
         raise HTTPException(409, f"run {run_id} is not running (it is {row['status']})")
-    by = who(request)
+    by, origin = web.who(request)  # the session's label and account (audit, issue 24)
     try:  # TERM, grace, KILL: seconds; never on the event loop
         done = await run_in_threadpool(stop_run, config, str(row["task_id"]), run_id, by,
                                        web.clock())
     except NotRunning as exc:
         raise HTTPException(409, str(exc)) from exc
-    record_action(config, by, f"stop run {run_id} of {row['task_id']}", web.clock())
+    await run_in_threadpool(record_action, config, by, "stop", str(row["task_id"]),
+                            detail=f"stopped run {run_id} from the dashboard", origin=origin,
+                            now=web.clock())
     return config, run_id, done
 
 

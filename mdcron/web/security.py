@@ -1,30 +1,38 @@
-"""The page can start commands, so it is guarded like a remote shell:
-  - every request needs the access token: a cookie (HttpOnly, SameSite=Strict) set from a
-    one-time `?token=`, or `Authorization: Bearer` for scripts;
+"""The page can start commands, so it is guarded like a remote shell (issues 10 and 24):
+  - every request needs a session or the token: a session cookie (`mdcron_session_<port>`,
+    HttpOnly, SameSite=Strict, a random id opened by a one-time login code; sessions.py), or
+    `Authorization: Bearer <token>` for scripts. The token never goes in a cookie or a URL;
   - the Host header must name this server (a foreign name is a DNS-rebinding attempt);
-  - a state-changing request is a POST with the CSRF token (form field or X-CSRF-Token) and,
-    from a browser, an Origin (or Referer) naming this server;
-  - strict response headers (CSP without inline script, no framing, no sniffing)."""
+  - a state-changing request is a POST with the session's CSRF token (form field or
+    X-CSRF-Token) and, from a browser, an Origin (or Referer) with this server's scheme, host
+    and port;
+  - a body is read only after all that, and only up to MAX_BODY bytes (counted as they arrive:
+    a chunked body has no Content-Length to trust) within BODY_SECONDS;
+  - strict response headers on every answer (CSP without inline script, no framing, no
+    sniffing), errors included (SecureHeaders wraps the whole app).
+A header value that is not ASCII is compared as bytes: a refusal, never a crash."""
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import hmac
 import ipaddress
-import os
-import secrets
-from pathlib import Path
-from urllib.parse import urlencode, urlsplit
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
-from starlette.datastructures import URL, QueryParams
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..core import safe_fs
-from ..core.private_files import open_private
+from .sessions import Session, Sessions
+from .token_file import load_token as load_token  # re-exported: server.py and older callers
 
-COOKIE = "mdcron_token"
 SAFE = frozenset({"GET", "HEAD"})
+MAX_BODY = 64 * 1024  # bytes of a request body; a comment is at most 10,000 characters
+BODY_SECONDS = 15.0  # a body that takes longer to arrive is refused (a slow-body client)
+OPEN = ("/login",)  # answered without a session: the login page and its form
 HEADERS = [
     (b"content-security-policy", b"default-src 'self'; script-src 'self'; style-src 'self';"
      b" img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
@@ -33,6 +41,22 @@ HEADERS = [
     (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 ]
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request that got through: a browser session, or a script with the token."""
+
+    via: str  # "web" (a session) or "api" (the Bearer token)
+    session: str | None  # the session's label (8 hex digits), never its id
+    csrf: str | None  # the session's CSRF token (None for the token: nothing ambient)
+    remote: str
+
+
+def cookie_name(port: int) -> str:
+    """One cookie per port: two dashboards on one machine do not log each other out."""
+    return f"mdcron_session_{port}"
 
 
 def is_loopback(host: str) -> bool:
@@ -44,31 +68,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def load_token(path: Path, root: Path | None = None) -> str:
-    """The token in `path`, created (mode 0600, owner only) when missing. With `root` (the
-    home, for the default state/web-token) the folders are walked from it without following a
-    symlink; a --token-file of the user's own choosing is taken where it resolves."""
-    if root is None:
-        path = Path(os.path.realpath(path))
-    try:
-        token = safe_fs.read_regular(path, 4096, root=root).decode("utf-8").strip()
-        if token:
-            return token
-    except FileNotFoundError:
-        pass
-    token = secrets.token_urlsafe(32)
-    fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, root=root)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (token + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
-    return token
-
-
-def csrf_for(token: str) -> str:
-    """Derived, not stored: a page can carry it without carrying the access token."""
-    return hmac.new(token.encode(), b"mdcron-csrf", hashlib.sha256).hexdigest()
+def same(given: str, expected: str) -> bool:
+    """A constant-time comparison that takes any text (hmac refuses non-ASCII str)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
 
 
 def _host_name(value: str) -> str:
@@ -78,84 +81,189 @@ def _host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
-class Guard:
-    """ASGI middleware: Host allow-list, token, CSRF and Origin checks, headers."""
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an Origin or Referer; None when it is not one."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme]
 
-    def __init__(self, app: ASGIApp, token: str, hosts: set[str]):
+
+class SecureHeaders:
+    """The outermost layer: every answer carries HEADERS, even a crash's 500."""
+
+    def __init__(self, app: ASGIApp):
         self.app = app
-        self.token = token
-        self.csrf = csrf_for(token)
-        self.hosts = {h.lower() for h in hosts}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = list(message["headers"]) + HEADERS
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = list(message.get("headers", [])) + [
+                    h for h in HEADERS if h[0] not in names]
             await send(message)
 
-        refusal = self.check(scope)
-        if refusal is not None:
-            await refusal(scope, receive, send_with_headers)
-            return
-        scope.setdefault("state", {})["csrf"] = self.csrf
         await self.app(scope, receive, send_with_headers)
+
+
+class Guard:
+    """ASGI middleware: Host allow-list, session or token, CSRF and Origin checks, the body
+    limit. A request that gets through carries its Caller in scope["state"]["caller"]."""
+
+    def __init__(self, app: ASGIApp, token: str, hosts: set[str], sessions: Sessions,
+                 cookie: str, login_page: Callable[[str, int], Response]):
+        self.app = app
+        self.token = token
+        self.hosts = {h.lower() for h in hosts}
+        self.sessions = sessions
+        self.cookie = cookie
+        self.login_page = login_page
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            refusal = self.check(scope)
+        except Exception:  # a header no rule foresaw: refused, never a traceback
+            refusal = _error(scope["path"].startswith("/api/"), 400, "bad request headers")
+        if refusal is not None:
+            if scope["method"] not in SAFE:
+                refusal.headers["connection"] = "close"  # its body is not read: not kept
+            await refusal(scope, receive, send)
+            return
+        if scope["method"] not in SAFE:
+            body = await _read_body(scope, receive)
+            if isinstance(body, Response):
+                body.headers["connection"] = "close"  # the rest is not read, nor waited for
+                await body(scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, send)
 
     def check(self, scope: Scope) -> Response | None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        path = scope["path"]
+        path, method = scope["path"], scope["method"]
         api = path.startswith("/api/")
-        if _host_name(headers.get("host", "")) not in self.hosts:
+        state = scope.setdefault("state", {})
+        host = headers.get("host", "")
+        if _host_name(host) not in self.hosts:
             return _error(api, 421, "unknown Host header: open the page by the address"
                           " `scheduler.py web` printed (or add --allow-host)")
-        cookie_ok = hmac.compare_digest(_cookie(headers.get("cookie", "")), self.token)
-        bearer = headers.get("authorization", "")
-        bearer_ok = bearer.startswith("Bearer ") and hmac.compare_digest(bearer[7:].strip(),
-                                                                         self.token)
-        url = URL(scope=scope)
-        params = QueryParams(scope.get("query_string", b"").decode("latin-1"))
-        given = params.get("token")
-        if given is not None and scope["method"] in SAFE:
-            if not hmac.compare_digest(given, self.token):
-                return _error(api, 401, "wrong token: see the token file in the state folder")
-            # the token leaves the address bar (and history) at once; the cookie carries it
-            rest = [(k, v) for k, v in params.multi_items() if k != "token"]
-            target = path + ("?" + urlencode(rest) if rest else "")
-            response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict",
-                                path="/", secure=url.scheme == "https")
-            return response
-        if path.startswith("/static/") and scope["method"] in SAFE:
+        if "token" in QueryParams(scope.get("query_string", b"").decode("latin-1")):
+            return _error(api, 400, "the access token never goes in the address (it would stay"
+                          " in the browser's history): open the login link `scheduler.py web`"
+                          " printed, or /login, or send Authorization: Bearer <token>")
+        if path.startswith("/static/") and method in SAFE:
             return None  # the stylesheet and the script: nothing secret
-        if not (cookie_ok or bearer_ok):
-            return _error(api, 401, "this page needs its access token: open the URL"
-                          " `scheduler.py web` printed (…?token=…), or send"
-                          " Authorization: Bearer <token>")
-        if scope["method"] in SAFE:
+        remote = (scope.get("client") or ("", 0))[0] or ""
+        caller = self._caller(headers, remote)
+        if path in OPEN:
+            if method not in SAFE and not self._same_origin(scope, headers):
+                return _error(False, 403, "cross-origin request refused")
+            state["caller"] = caller
             return None
-        if bearer_ok and not cookie_ok:
+        if caller is None:
+            if api:
+                return _error(True, 401, "send Authorization: Bearer <token> (the token file"
+                              " `scheduler.py web` named), or log in at /login")
+            return self.login_page("Log in with the link `scheduler.py web` printed, or with"
+                                   " the access token.", 401)
+        state["caller"] = caller
+        if method in SAFE or caller.via == "api":
             return None  # a script with the token: no ambient credential to forge
-        origin = headers.get("origin") or headers.get("referer")
-        if not origin or _host_name(urlsplit(origin).netloc) not in self.hosts:
+        if not self._same_origin(scope, headers):
             return _error(api, 403, "cross-origin request refused")
         sent = headers.get("x-csrf-token")
-        if sent is not None and not hmac.compare_digest(sent, self.csrf):
+        if sent is not None and not same(sent, caller.csrf or ""):
             return _error(api, 403, "bad CSRF token: reload the page")
         if sent is None:
-            scope.setdefault("state", {})["csrf_form"] = True  # the route checks the field
+            state["csrf_form"] = True  # the route checks the form's field
         return None
 
+    def _caller(self, headers: dict[str, str], remote: str) -> Caller | None:
+        bearer = headers.get("authorization", "")
+        if bearer[:7].lower() == "bearer " and same(bearer[7:].strip(), self.token):
+            return Caller("api", None, None, remote)
+        for value in _cookies(headers.get("cookie", ""), self.cookie):
+            session = self.sessions.find(value)
+            if session is not None:
+                return session_caller(session, remote)
+        return None
 
-def _cookie(header: str) -> str:
+    def _same_origin(self, scope: Scope, headers: dict[str, str]) -> bool:
+        """Origin (or Referer) names exactly this server: scheme, host and port."""
+        sent = origin_of(headers.get("origin") or headers.get("referer") or "")
+        here = origin_of(f"{scope.get('scheme', 'http')}://{headers.get('host', '')}")
+        return sent is not None and sent == here
+
+
+def session_caller(session: Session, remote: str) -> Caller:
+    return Caller("web", session.label, session.csrf, remote)
+
+
+def caller_of(request: Request) -> Caller | None:
+    """The Caller the guard let through (None on the open pages: login, static)."""
+    return request.scope.get("state", {}).get("caller")
+
+
+def _cookies(header: str, name: str) -> list[str]:
+    """Every value the Cookie header gives `name` (a browser may send two)."""
+    out = []
     for part in header.split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE:
-            return value.strip('"')
-    return ""
+        key, _, value = part.strip().partition("=")
+        if key == name:
+            out.append(value.strip('"'))
+    return out
+
+
+async def _read_body(scope: Scope, receive: Receive) -> bytes | Response:
+    """The whole body, counted as it arrives: 413 past MAX_BODY, 408 past BODY_SECONDS."""
+    api = scope["path"].startswith("/api/")
+    for name, value in scope["headers"]:
+        if name == b"content-length" and (not value.isdigit() or int(value) > MAX_BODY):
+            return _error(api, 413, f"request body too large (at most {MAX_BODY} bytes)")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(BODY_SECONDS):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    break
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > MAX_BODY:
+                    return _error(api, 413, f"request body too large (at most {MAX_BODY}"
+                                  " bytes)")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        return _error(api, 408, f"the request body took over {BODY_SECONDS:.0f} s to arrive")
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 def _error(api: bool, status: int, message: str) -> Response:

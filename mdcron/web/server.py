@@ -1,4 +1,8 @@
-"""`scheduler.py web`: the token, the bind rules, uvicorn.
+"""`scheduler.py web`: the token, the bind rules, the login link, uvicorn and its limits.
+
+The permanent token is never printed (stdout may be journald or `docker logs`): the banner
+gives a login link with a one-time code (sessions.py), useless once used or after CODE_TTL,
+and names the token file for scripts.
 
 Lazy imports: uvicorn and the app (Starlette, Jinja2) load only when the server starts, not when
 its options are checked.
@@ -6,16 +10,33 @@ its options are checked.
 
 from __future__ import annotations
 
+import os
+import resource
 import sys
+import time
 from pathlib import Path
 
-from .security import allowed_hosts, is_loopback, load_token
+from ..core.accounts import owner_name
+from ..state.store import limit_lock_wait
+from .security import allowed_hosts, is_loopback
+from .sessions import CODE_TTL, REVOKED, Sessions, revoke_everywhere
+from .token_file import TokenFileError, load_token
 
 DEFAULT_TOKEN = "web-token"  # in the state folder
+LIMIT_CONCURRENCY = 2048  # connections (and requests) at once; past it uvicorn answers 503
+KEEP_ALIVE = 5  # seconds an idle kept-alive connection stays open
+MAX_HEAD = 16 * 1024  # bytes of a request line and headers (h11)
 
 
 def serve(home: Path, host: str, port: int, token_file: Path | None,
-          allow_hosts: list[str], metrics_listen: str | None = None) -> int:
+          allow_hosts: list[str], metrics_listen: str | None = None,
+          revoke: bool = False) -> int:
+    if revoke:
+        marker = revoke_everywhere(home / "state", home, time.time())
+        print(f"mdcron: every dashboard session of {home} is revoked (a running server ends"
+              f" them at its next request; {marker.name} in the state folder says when)."
+              " Log in again with a new link (restart `scheduler.py web`) or the token.")
+        return 0
     if not is_loopback(host) and token_file is None:
         print(f"mdcron: refusing to listen on {host} without --token-file: anyone who can"
               " reach that address could start commands. Give --token-file FILE (created 0600"
@@ -32,18 +53,43 @@ def serve(home: Path, host: str, port: int, token_file: Path | None,
             print(f"mdcron: {exc}", file=sys.stderr)
             return 2
     path = token_file or (home / "state" / DEFAULT_TOKEN)
-    token = load_token(path, root=None if token_file else home)
-    import uvicorn
+    try:
+        token = load_token(path, root=None if token_file else home)
+    except TokenFileError as exc:
+        print(f"mdcron: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn  # lazy: only when the server starts
 
-    from .app import create_app
+    from .app import WEB_LOCK_WAIT, create_app  # lazy: Starlette, Jinja2 (as uvicorn)
+    from .transport import BoundedH11  # lazy: uvicorn's protocol
 
-    app = create_app(home, token, allowed_hosts(host, allow_hosts))
+    limit_lock_wait(WEB_LOCK_WAIT)
+    _more_descriptors()
+    sessions = Sessions(home / "state" / REVOKED)
+    app = create_app(home, token, allowed_hosts(host, allow_hosts), sessions=sessions,
+                     port=port, user=owner_name(os.geteuid()))
+    code = sessions.new_code()
     shown = f"[{host}]" if ":" in host else host
-    print(f"mdcron web: http://{shown}:{port}/?token={token}", flush=True)
-    print(f"(the token is in {path}; the link sets a cookie and drops it from the address)",
-          flush=True)
+    print(f"mdcron web: http://{shown}:{port}/login?code={code}", flush=True)
+    print(f"(the link logs one browser in, once, within {CODE_TTL / 60:.0f} minutes; scripts"
+          f" send Authorization: Bearer with the token in {path})", flush=True)
     if metrics_listen is not None:
         print(f"mdcron metrics: http://{metrics_listen}/metrics (no token)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                server_header=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                            server_header=False, http=BoundedH11, lifespan="off",
+                            timeout_keep_alive=KEEP_ALIVE,
+                            limit_concurrency=LIMIT_CONCURRENCY,
+                            h11_max_incomplete_event_size=MAX_HEAD)
+    uvicorn.Server(config).run()
     return 0
+
+
+def _more_descriptors() -> None:
+    """Raise the soft limit on open files to the hard one: idle sockets are capped
+    (transport.py), but a busy page should not run out at 1,024."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
