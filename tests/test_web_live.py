@@ -26,7 +26,7 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
 def login(page, server) -> None:
     """The one place that knows how a browser signs in (the printed link)."""
-    page.goto(f"{server.base}/?token={server.token}")
+    page.goto(server.login_url)  # the one-time code: once per server
 
 
 def start_run(home: Path, task_id: str) -> subprocess.Popen:
