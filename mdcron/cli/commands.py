@@ -166,12 +166,19 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         print(f"no task files in {config.tasks_dir}")
         return OK
     valid = sum(r["valid"] for r in rows)
-    print(f"{valid} task(s) in {config.tasks_dir}, times in {display_zone(config)}")
+    width = terminal_width()
+    print(_title(f"{valid} task(s)", f" in {config.tasks_dir}",
+                 f", times in {display_zone(config)}", width))
     for line in list_lines(rows, loaded.problems if args.tag is None else [], config.tasks_dir,
-                           now, _zone(config), terminal_width(), args.wide,
+                           now, _zone(config), width, args.wide,
                            bool(config.state_url)):
         print(line)
     return OK
+
+
+def _title(head: str, where: str, zone: str, width: int) -> str:
+    """A table's title line, the folder left out when the line would not fit."""
+    return head + where + zone if len(head + where + zone) <= width else head + zone
 
 
 def _zone(config: Config):

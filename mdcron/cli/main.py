@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="the checks as JSON")
     c = cmd("state", "state copy --to postgresql://…: copy this home's SQLite state to an"
             " empty PostgreSQL database (several hosts)")
-    c.add_argument("action", choices=("copy",))
+    c.add_argument("action", choices=("copy",), help="copy: this home's state to --to")
     target = c.add_mutually_exclusive_group(required=True)
     target.add_argument("--to", metavar="URL", help="postgresql://user:pw@host/db; ${VAR}s are"
                         " expanded (single-quote them: a password in argv is visible to `ps`)")

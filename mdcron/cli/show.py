@@ -109,7 +109,7 @@ def show_lines(task: Task, config, zone: tzinfo, zone_name: str, state: TaskStat
 
         lines = [w for line in lines for w in (textwrap.wrap(
             line, width, subsequent_indent=" " * 12, break_long_words=False,
-            break_on_hyphens=False) or [""])]
+            break_on_hyphens=False) if len(line.split()) > 2 else [line]) or [""]]
     if body:
         lines += ["", *body.splitlines()]
     return lines
