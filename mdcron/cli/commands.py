@@ -160,13 +160,13 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return OK
+    width = terminal_width()
     for note in _notes(config, rows, now):
-        print(f"mdcron: {note}", file=sys.stderr)
+        _say_note(f"mdcron: {note}", width)
     if not rows:
         print(f"no task files in {config.tasks_dir}")
         return OK
     valid = sum(r["valid"] for r in rows)
-    width = terminal_width()
     print(_title(f"{valid} task(s)", f" in {config.tasks_dir}",
                  f", times in {display_zone(config)}", width))
     for line in list_lines(rows, loaded.problems if args.tag is None else [], config.tasks_dir,
@@ -174,6 +174,15 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
                            bool(config.state_url)):
         print(line)
     return OK
+
+
+def _say_note(text: str, width: int) -> None:
+    """A note on stderr, wrapped for a terminal (one line into a pipe or a log)."""
+    if sys.stderr.isatty():
+        import textwrap  # lazy: only for a terminal
+
+        text = textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False)
+    print(text, file=sys.stderr)
 
 
 def _title(head: str, where: str, zone: str, width: int) -> str:
@@ -385,8 +394,20 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
         with state_store(config) as store:
             state = store.task_state(task.id)
     for line in explain(config, task, state, at):
-        print(line)
+        print(_wrapped(line))
     return OK
+
+
+def _wrapped(line: str) -> str:
+    """A line of prose wrapped to a terminal's width (kept whole into a pipe, for grep)."""
+    if not sys.stdout.isatty():
+        return line
+    import textwrap  # lazy: only for a terminal
+
+    from .fit import terminal_width
+
+    return textwrap.fill(line, terminal_width(), subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def cmd_show(config: Config, args: argparse.Namespace) -> int:
