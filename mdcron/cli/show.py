@@ -140,5 +140,6 @@ def show_json(task: Task, state: TaskState | None, hold: object, runs: list[dict
                   for k, v in h.items()} for h in heals]
     return {"task": out_task, "schedule_words": words(task.schedule) if not task.after else
             "after " + ", ".join(task.after),
-            "next_fires": [f.isoformat() for f in next_fires(task, config, now)],
+            "next": [f.astimezone(schedule_of(task, config).zone).isoformat()
+                     for f in next_fires(task, config, now)],  # as the web's /api/tasks/<id>
             "state": state_json, "held": hold, "runs": out_runs, "heals": out_heals}
