@@ -2,9 +2,10 @@
 
 Lazy imports: each command imports the modules it needs inside its own function, so that a
 command (and the tick, which cli/main.py reaches through here) loads only its own share of the
-package: rich for tables, the tick and ladder for `tick` and `run`, chains, incidents, comments,
-heal, doctor, install, the web server and the PostgreSQL copy for their commands. What every
-command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is imported at the top.
+package: the tables (fit.py, tables.py), the tick and ladder for `tick` and `run`, chains,
+incidents, comments, heal, doctor, install, the web server and the PostgreSQL copy for their
+commands. What every command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is
+imported at the top.
 """
 
 from __future__ import annotations

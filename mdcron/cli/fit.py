@@ -31,7 +31,7 @@ class Column:
 
 def terminal_width() -> int:
     """$COLUMNS, else the terminal's width, else 160 for piped output (as before: a file or a
-    pipe gets long lines rather than rich's old 80)."""
+    pipe gets long lines)."""
     return max(20, shutil.get_terminal_size((160, 24)).columns)
 
 
