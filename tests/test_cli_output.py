@@ -9,6 +9,7 @@ import json
 import os
 import pty
 import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -163,7 +164,9 @@ def test_show_speaks_to_people(realistic):
     assert shown["state"]["not_before"] == "2026-11-23T09:58:00+00:00"
     [run] = shown["runs"]
     assert run["started_at"].startswith("2026-11-23T10:00")
-    assert isinstance(run["extra"], dict) or run["extra"] is None
+    with sqlite3.connect(realistic / "state" / "mdcron.db") as db:
+        [(stored,)] = db.execute("SELECT extra FROM runs WHERE id = ?", (run["run_id"],))
+    assert run["extra"] == (json.loads(stored) if stored else None)  # an object, not text
     assert shown["schedule_words"] == "every day at 10:00"
 
 

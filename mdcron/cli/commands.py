@@ -244,6 +244,10 @@ def _history_json(row: dict) -> dict:
         out[key] = iso(row[key])  # type: ignore[arg-type]
     out["run_id"] = row["id"]
     out["note"] = _note(row) or None  # e.g. "self-heal not attempted: ..."
+    try:  # issue 25: an object, not JSON inside a string
+        out["extra"] = json.loads(row["extra"]) if row.get("extra") else None
+    except (TypeError, ValueError):
+        pass  # not JSON: kept as the text it is
     return out
 
 

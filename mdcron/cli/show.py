@@ -4,7 +4,6 @@ reprs), the file and its body; `--json` with ISO times and each run's `extra` as
 
 from __future__ import annotations
 
-import json
 from dataclasses import MISSING, asdict, fields
 from datetime import tzinfo
 
@@ -128,14 +127,7 @@ def show_json(task: Task, state: TaskState | None, hold: object, runs: list[dict
         state_json = asdict(state)
         for key in ("first_seen", "not_before", "last_slot"):
             state_json[key] = iso(state_json[key])
-    out_runs = []
-    for r in runs:
-        row = history_json(r)
-        try:
-            row["extra"] = json.loads(row["extra"]) if row.get("extra") else None
-        except (TypeError, ValueError):
-            pass  # not JSON: kept as the text it is
-        out_runs.append(row)
+    out_runs = [history_json(r) for r in runs]  # `extra` as an object
     out_heals = [{k: (iso(v) if k.endswith("_at") and isinstance(v, (int, float)) else v)
                   for k, v in h.items()} for h in heals]
     return {"task": out_task, "schedule_words": words(task.schedule) if not task.after else
