@@ -23,16 +23,19 @@ def commands_and_options(parser: argparse.ArgumentParser) -> dict[str, list[str]
             for name, p in sub.choices.items()}
 
 
-def _ids_function(home: Path) -> str:
+def _ids_function(home: Path, zsh: bool = False) -> str:
     default = shlex.quote(str(home))
-    return f"""_mdcron_ids() {{
+    # zsh stops a command at a pattern that matches nothing (no sub-folders): nullglob, and
+    # stdin closed so that grep with no file left reads nothing
+    nullglob = "\n    setopt localoptions nullglob" if zsh else ""
+    return f"""_mdcron_ids() {{{nullglob}
     local home="${{MDCRON_HOME:-}}" i
     for ((i = 1; i < ${{#words[@]}}; i++)); do
         [[ ${{words[i]}} == --home ]] && home="${{words[i+1]}}"
         [[ ${{words[i]}} == --home=* ]] && home="${{words[i]#--home=}}"
     done
     [[ -z $home ]] && home={default}
-    command grep -h -m1 -E '^id:' "$home"/tasks/*.md "$home"/tasks/*/*.md 2>/dev/null \\
+    command grep -h -m1 -E '^id:' "$home"/tasks/*.md "$home"/tasks/*/*.md </dev/null 2>/dev/null \\
         | sed -E 's/^id:[[:space:]]*//; s/[[:space:]]+#.*$//; s/^["'"'"']//' \\
         | sed -E 's/["'"'"'][[:space:]]*$//'
 }}
@@ -82,7 +85,7 @@ def zsh_script(parser: argparse.ArgumentParser, home: Path) -> str:
     ids = "|".join(ID_COMMANDS)
     return f"""#compdef scheduler.py mdcron
 # mdcron completion for zsh: eval "$(python3 scheduler.py completion zsh)"
-{_ids_function(home)}
+{_ids_function(home, zsh=True)}
 _mdcron() {{
     local cmd="" i
     local -a opts
