@@ -62,6 +62,8 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
              for w, c in zip(want, columns, strict=True)]
     chosen: list[int] = []
     for i in sorted(range(len(columns)), key=lambda i: columns[i].priority):
+        if columns[i].priority and not any(r[i] for r in rows):
+            continue  # an optional column with nothing in it
         used = sum(want[j] for j in chosen) + GAP * len(chosen)
         if columns[i].priority == 0 or used + floor[i] <= width:
             chosen.append(i)

@@ -74,14 +74,18 @@ def show_lines(task: Task, config, zone: tzinfo, zone_name: str, state: TaskStat
 
     add("file", str(task.path))
     if task.after:
-        add("schedule", "after " + ", ".join(task.after) + " (when they succeed)")
+        add("schedule", "after " + ", ".join(task.after)
+            + (" (when it succeeds)" if len(task.after) == 1 else " (when they succeed)"))
     else:
         said = words(task.schedule)
         add("schedule", (f"{said} ({task.schedule})" if said != task.schedule else said)
             + f", in {zone_name}")
     enabled = "yes" if task.enabled else f"no ({task.disabled_reason or 'by_choice'})"
     add("enabled", enabled)
-    add("command", command_text(task) or "—")
+    if task.run_as == "claude":  # the prompt follows in full
+        add("command", "claude: the prompt below")
+    else:
+        add("command", command_text(task) or "—")
     if state is not None and state.consecutive_failures:
         add("failures", f"{state.consecutive_failures} in a row")
     for key, text in settings_lines(task):

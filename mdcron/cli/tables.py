@@ -61,12 +61,13 @@ def list_cells(row: dict, now: float, zone: tzinfo | None, shared: bool) -> list
     """One task's cells in LIST_COLUMNS order."""
     last = row["last_run"]
     return [
-        row["id"], row["title"] or "", row["schedule"] or "", _status(row), _next(row, now),
+        row["id"], row["title"] if row["title"] != row["id"] else "", row["schedule"] or "",
+        _status(row), _next(row, now),
         short_absolute(row.get("overdue_since") or row["next_run"], zone, now)
-        if row.get("overdue_since") or row["next_run"] else "—",
+        if row.get("overdue_since") or row["next_run"] else "",
         (relative(last, now) + (f" on {row['last_host']}" if shared and row.get("last_host")
                                 else "")) if last else "never",
-        short_absolute(last, zone, now) if last else "—",
+        short_absolute(last, zone, now) if last else "",
         str(row["consecutive_failures"] or ""), row["timezone"] or "",
         "" if row["enabled"] else (row["disabled_reason"] or "by_choice"),
         ", ".join(row["tags"]), row.get("command") or "", row["file"],
