@@ -206,8 +206,8 @@ def test_every_option_has_help():
 
     parser = build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    empty = [f"{name} {a.dest}" for name, p in sub.choices.items() for a in p._actions
-             if not (a.help or "").strip()]
+    empty = [f"{name} {a.dest}" for name, p in [("", parser), *sub.choices.items()]
+             for a in p._actions if not (a.help or "").strip()]
     assert empty == []
 
 

@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder with tasks/, logs/, state/ (env MDCRON_HOME)")
     p = argparse.ArgumentParser(prog="scheduler.py", parents=[common],
                                 description="mdcron: a cron scheduler driven by Markdown files.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command",
+                           help="`scheduler.py COMMAND --help` describes each")
 
     def cmd(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], help=help, description=help)
