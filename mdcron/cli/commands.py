@@ -2,9 +2,10 @@
 
 Lazy imports: each command imports the modules it needs inside its own function, so that a
 command (and the tick, which cli/main.py reaches through here) loads only its own share of the
-package: rich for tables, the tick and ladder for `tick` and `run`, chains, incidents, comments,
-heal, doctor, install, the web server and the PostgreSQL copy for their commands. What every
-command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is imported at the top.
+package: the tables (fit.py, tables.py), the tick and ladder for `tick` and `run`, chains,
+incidents, comments, heal, doctor, install, the web server and the PostgreSQL copy for their
+commands. What every command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is
+imported at the top.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
@@ -156,60 +156,66 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_list(config: Config, args: argparse.Namespace) -> int:
+    from .fit import terminal_width
     from .queries import list_rows, load_all
-    from .render import print_json, short_time, table
+    from .render import print_json
+    from .tables import list_lines
 
     now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
     loaded = load_all(config)
+    if args.tag and not any(args.tag in t.tags for t in loaded.tasks):
+        from .ids import unknown_tag
+
+        raise UsageError(unknown_tag(args.tag, loaded.tasks))
     rows = list_rows(config, loaded, now, args.tag)
     if args.json:
         print_json(rows)
         return OK
+    width = terminal_width()
     for note in _notes(config, rows, now):
-        print(f"mdcron: {note}", file=sys.stderr)
+        _say_note(f"mdcron: {note}", width)
     from ..tasks.not_tasks import list_notes  # issue 25: README.md, sub-folders: said once
 
     for note in list_notes(loaded.problems, config.tasks_dir):
-        print(note, file=sys.stderr)
+        _say_note(note, width)
     if not rows:
         print(f"no task files in {config.tasks_dir}")
         return OK
-    table(
-        f"{len(rows)} task(s) in {config.tasks_dir}",
-        ["id", "title", "schedule", "enabled", "last run", "status", "next run", "fails"],
-        [
-            (
-                r["id"],
-                (r["title"] + (f" [holds {', '.join(r['holds'])}]" if r["holds"] else ""))
-                if r["valid"] else f"[red]invalid:[/red] {r['problem']}",
-                f"{r['schedule']} ({r['timezone']})" if r["valid"] else "",
-                ("yes" if r["enabled"] else f"no ({r['disabled_reason'] or 'by_choice'})")
-                if r["valid"] else "",
-                short_time(r["last_run"]) + _on_host(config, r.get("last_host")),
-                _status_cell(r),
-                short_time(r["next_run"]),
-                r["consecutive_failures"] or "",
-            )
-            for r in rows
-        ],
-    )
+    valid = sum(r["valid"] for r in rows)
+    print(_title(f"{valid} task(s)", f" in {config.tasks_dir}",
+                 f", times in {display_zone(config)}", width))
+    for line in list_lines(rows, loaded.problems if args.tag is None else [], config.tasks_dir,
+                           now, _zone(config), width, args.wide,
+                           bool(config.state_url)):
+        print(line)
     return OK
 
 
-def _on_host(config: Config, host: object) -> str:
-    """' on web1' after a time when several hosts share the state (issue 11)."""
-    return f" on {host}" if config.state_url and host else ""
+def _say_note(text: str, width: int) -> None:
+    """A note on stderr, wrapped for a terminal (one line into a pipe or a log)."""
+    if sys.stderr.isatty():
+        import textwrap  # lazy: only for a terminal
+
+        text = textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False)
+    print(text, file=sys.stderr)
 
 
-def _status_cell(row: dict) -> str:
-    """A run holding the task's lock right now wins over the last row (often the `skipped`
-    slot it caused): 'running (since 14:02)'."""
-    from .render import short_time, status_style
+def _title(head: str, where: str, zone: str, width: int) -> str:
+    """A table's title line, the folder left out when the line would not fit."""
+    return head + where + zone if len(head + where + zone) <= width else head + zone
 
-    if row.get("running_since"):
-        since = short_time(row["running_since"])[-5:]
-        return status_style("running").replace("running", f"running (since {since})", 1)
-    return status_style(row["last_status"]) if row["last_status"] else "—"
+
+def _zone(config: Config):
+    from ..core.cron import resolve_zone
+
+    return resolve_zone(config.timezone)
+
+
+def display_zone(config: Config) -> str:
+    """The zone absolute times are shown in: the config's, else the machine's."""
+    from ..core.cron import resolve_zone
+
+    return config.timezone or str(resolve_zone(None))
 
 
 def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
@@ -252,37 +258,35 @@ def _history_json(row: dict) -> dict:
         out[key] = iso(row[key])  # type: ignore[arg-type]
     out["run_id"] = row["id"]
     out["note"] = _note(row) or None  # e.g. "self-heal not attempted: ..."
+    try:  # issue 25: an object, not JSON inside a string
+        out["extra"] = json.loads(row["extra"]) if row.get("extra") else None
+    except (TypeError, ValueError):
+        pass  # not JSON: kept as the text it is
     return out
 
 
 def cmd_history(config: Config, args: argparse.Namespace) -> int:
-    from .render import print_json, short_time, status_style, table
+    from .fit import terminal_width
+    from .render import print_json
+    from .tables import history_lines
 
     rows: list[dict] = []
     if config.state_exists:
         with state_store(config) as store:
             rows = store.history(args.n, args.task)
+    if args.task and not rows:
+        _load_task(config, args.task)  # an unknown id: the one message (ids.py), exit 2
     if args.json:
         print_json([_history_json(r) for r in rows])
         return OK
     if not rows:
-        print("no runs recorded yet")
+        print(f"no runs of {args.task} recorded yet" if args.task else "no runs recorded yet")
         return OK
-    shared = bool(config.state_url)  # several hosts: which one ran it (issue 11)
-    table(
-        "recent runs, newest first",
-        ["run", "task", "slot", "trigger", "attempt", "kind", *(["host"] if shared else []),
-         "started", "took", "status", "exit", "error"],
-        [
-            (
-                r["id"], r["task_id"], short_time(r["scheduled_for"]), r["trigger"], r["attempt"],
-                r["kind"], *([r.get("host") or ""] if shared else []), short_time(r["started_at"]),
-                format_duration(r["duration_ms"] / 1000) if r["duration_ms"] is not None else "",
-                status_style(r["status"]), r["exit_code"], _error_text(r),
-            )
-            for r in rows
-        ],
-    )
+    now = clock_from(None).now()
+    print(f"recent runs, newest first, times in {display_zone(config)}")
+    for line in history_lines(rows, now, _zone(config), terminal_width(), args.wide,
+                              bool(config.state_url), _error_text):
+        print(line)
     return OK
 
 
@@ -328,6 +332,11 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
         expression = task.schedule if task else args.target
         schedule = parse_schedule(expression, zone)
     except (ScheduleError, ValueError) as exc:
+        if task is None and len(args.target.split()) == 1 and not args.target.startswith("@"):
+            from .ids import unknown_id  # lazy: only for an id nobody knows
+
+            raise UsageError(unknown_id(args.target, (t.id for t in tasks), config.tasks_dir)
+                             + "; or quote a schedule like '0 6 * * 1-5'") from None
         message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
         raise UsageError(message) from exc
     shown = shown or zone
@@ -357,8 +366,12 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
 def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Problem]) -> int:
     from ..run.environment import bypasses_claude_isolation
     from ..schedule.cache import load_task_set
-    from .render import print_json
 
+    if args.files:  # issue 25: a pre-commit hook's staged files only
+        from .validate_files import file_problems
+
+        count, problems = file_problems(config, args.files)
+        return _print_problems(problems, count, args.json)
     found = load_task_set(config)
     tasks = found.tasks
     from ..tasks.not_tasks import ignored_folders
@@ -388,14 +401,20 @@ def cmd_validate(config: Config, args: argparse.Namespace, warnings: list[Proble
     from ..claude.templates import template_problems
 
     problems += template_problems(config)
+    return _print_problems(problems, len(tasks), args.json)
+
+
+def _print_problems(problems: list[Problem], tasks: int, as_json: bool) -> int:
+    from .render import print_json
+
     errors = [p for p in problems if p.severity == "error"]
-    if args.json:
-        print_json({"tasks": len(tasks), "errors": len(errors),
+    if as_json:
+        print_json({"tasks": tasks, "errors": len(errors),
                     "problems": [p.to_json() for p in problems]})
     else:
         for p in problems:
             print(p, file=sys.stderr if p.severity == "error" else sys.stdout)
-        print(f"{len(tasks)} valid task(s), {len(errors)} error(s),"
+        print(f"{tasks} valid task(s), {len(errors)} error(s),"
               f" {len(problems) - len(errors)} warning(s)")
     return PROBLEM if errors else OK
 
@@ -414,14 +433,28 @@ def cmd_why(config: Config, args: argparse.Namespace) -> int:
         with state_store(config) as store:
             state = store.task_state(task.id)
     for line in [*explain(config, task, state, at), *outside_lines(task)]:
-        print(line)
+        print(_wrapped(line))
     return OK
 
 
+def _wrapped(line: str) -> str:
+    """A line of prose wrapped to a terminal's width (kept whole into a pipe, for grep)."""
+    if not sys.stdout.isatty():
+        return line
+    import textwrap  # lazy: only for a terminal
+
+    from .fit import terminal_width
+
+    return textwrap.fill(line, terminal_width(), subsequent_indent="  ",
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def cmd_show(config: Config, args: argparse.Namespace) -> int:
-    from .render import print_json, short_time, status_style, table
+    from .render import print_json
+    from .show import show_json, show_lines
 
     task = _load_task(config, args.id)
+    now = clock_from(None).now()
     runs: list[dict] = []
     heals: list[dict] = []
     state = None
@@ -436,30 +469,26 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
             from ..selfheal.healer import heal_history
 
             heals = heal_history(store, task.id, 3)
-    fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
     if args.json:
-        print_json({"task": fields, "state": asdict(state) if state else None, "held": hold,
-                    "runs": [_history_json(r) for r in runs], "heals": heals})
+        print_json(show_json(task, state, hold, runs, heals, now, config, _history_json))
         return OK
-    for key, value in fields.items():
-        if value not in (None, "", (), [], {}):
-            print(f"{key:16} {value}")
+    from ..core.cron import resolve_zone
+    from .fit import terminal_width
+    from .queries import zone_name
+
+    lines = show_lines(task, config, resolve_zone(zone_name(task, config)),
+                       zone_name(task, config), state, runs, now, _error_text,
+                       terminal_width() if sys.stdout.isatty() else 0)
     if hold is not None:
         from ..schedule.held import describe
 
-        print(f"{'suspended':16} {describe(hold, task.id)}")
-    if state:
-        print(f"{'failures':16} {state.consecutive_failures} in a row")
-    from .queries import outside_lines  # lazy: as explain; issue 26: limits, pings
-
-    for line in outside_lines(task):
+        lines.insert(3, f"{'suspended':12}{describe(hold, task.id)}")
+    for line in lines:
         print(line)
-    if runs:
-        table(None, ["run", "slot", "attempt", "kind", "status", "error"],
-              [(r["id"], short_time(r["scheduled_for"]), r["attempt"], r["kind"],
-                status_style(r["status"]), _error_text(r)) for r in runs])
+    from .timefmt import absolute
+
     for heal in heals:
-        print(f"\nheal #{heal['id']} ({heal['outcome']}, {short_time(heal['created_at'])}):"
+        print(f"\nheal #{heal['id']} ({heal['outcome']}, {absolute(heal['created_at'])}):"
               f" {heal.get('diagnosis') or ''}")
         if heal.get("diff"):
             print(heal["diff"])
@@ -476,6 +505,8 @@ def cmd_logs(config: Config, args: argparse.Namespace) -> int:
                     row = None
             else:
                 row = next((r for r in store.history(50, args.id) if r["log_path"]), None)
+    if row is None and args.run is None and not _has_runs(config, args.id):
+        _load_task(config, args.id)  # an unknown id: the one message (ids.py), exit 2
     if row is None or not row.get("log_path"):
         print(f"mdcron: no log recorded for {args.id}" + (f" run {args.run}" if args.run else ""),
               file=sys.stderr)
@@ -495,6 +526,14 @@ def cmd_logs(config: Config, args: argparse.Namespace) -> int:
         for chunk in iter(lambda: fh.read(65536), b""):
             sys.stdout.buffer.write(chunk)
     return OK
+
+
+def _has_runs(config: Config, task_id: str) -> bool:
+    """A task removed from tasks/ keeps its history: its id is still known to logs/history."""
+    if not config.state_exists:
+        return False
+    with state_store(config) as store:
+        return bool(store.history(1, task_id))
 
 
 def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
@@ -612,6 +651,7 @@ def cmd_comments(config: Config, args: argparse.Namespace) -> int:
                      "read_at": iso(r["read_at"])} for r in rows])  # type: ignore[arg-type]
         return OK
     if not rows:
+        _load_task(config, args.id)  # an unknown id: the one message (ids.py), exit 2
         print(f"no comments on {args.id}")
     for r in rows:
         print(f"#{r['id']} {short_time(r['created_at'])} {r['author']}: {r['body']}")

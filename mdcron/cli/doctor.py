@@ -639,10 +639,25 @@ def _held(home: Path) -> list[Check]:
 
 
 def print_checks(checks: Sequence[Check]) -> None:
+    """A check and its fix, each wrapped to a terminal's width under its status (issue 25: 80
+    columns); one line each into a pipe or a file, for grep."""
+    import textwrap  # lazy: only for the report
+
+    from .fit import terminal_width
+
+    width = terminal_width() if sys.stdout.isatty() else 1 << 20
+
+    def say(text: str, indent: str) -> None:
+        print(textwrap.fill(text, width, initial_indent=indent, subsequent_indent=" " * 5,
+                            break_long_words=False, break_on_hyphens=False))
+
     for c in checks:
-        print(f"{c.status:4} {c.name}: {c.detail}")
+        say(f"{c.name}: {c.detail}", f"{c.status:4} ")
         if c.fix and c.status != "ok":
-            print(f"     fix: {c.fix}")
+            head, sep, line = c.fix.partition("add: * ")  # a crontab line stays whole
+            say(f"fix: {head}" + ("add (one line):" if sep else ""), " " * 5)
+            if sep:
+                print("* " + line)
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     print(f"{failed} problem(s), {warned} warning(s)")

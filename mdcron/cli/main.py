@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder with tasks/, logs/, state/ (env MDCRON_HOME)")
     p = argparse.ArgumentParser(prog="scheduler.py", parents=[common],
                                 description="mdcron: a cron scheduler driven by Markdown files.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command",
+                           help="`scheduler.py COMMAND --help` describes each")
 
     def cmd(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], help=help, description=help)
@@ -78,40 +79,51 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="json: one object per line (ts, tick, level, event, task, message)")
     c = cmd("run", "run a task now, regardless of its schedule")
-    c.add_argument("id")
+    c.add_argument("id", help="the task's id (see `list`)")
     c.add_argument("--no-chain", action="store_true",
                    help="do not start the tasks that run after this one")
     c.add_argument("--recorded", action="store_true", help=argparse.SUPPRESS)  # web's audit
     c = cmd("list", "tasks with schedule, state, last and next run")
-    c.add_argument("--tag")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--tag", help="only the tasks with this tag")
+    c.add_argument("--json", action="store_true", help="every field as JSON, times in ISO-8601")
+    c.add_argument("--wide", action="store_true",
+                   help="every column, uncut (default: the columns that fit the terminal)")
     c.add_argument("--now", help=argparse.SUPPRESS)
     c = cmd("history", "the most recent runs")
-    c.add_argument("-n", type=_count(100_000), default=20, help="1-100000 (default 20)")
-    c.add_argument("--task")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("-n", type=_count(100_000), default=20, metavar="N",
+                   help="how many runs, 1-100000 (default 20)")
+    c.add_argument("--task", metavar="ID", help="only the runs of this task")
+    c.add_argument("--json", action="store_true", help="the runs as JSON, times in ISO-8601")
+    c.add_argument("--wide", action="store_true",
+                   help="every column, uncut (default: the columns that fit the terminal)")
     c = cmd("next", "the next fire times of a task or a cron expression")
     c.add_argument("target", help="a task id or a quoted schedule like '0 6 * * 1-5'")
-    c.add_argument("-n", type=_count(1000), default=5, help="1-1000 (default 5)")
+    c.add_argument("-n", type=_count(1000), default=5, metavar="N",
+                   help="how many fire times, 1-1000 (default 5)")
     c.add_argument("--after", help="ISO-8601 instant to start from (default: now)")
     c.add_argument("--tz", help="IANA zone for an expression (default: the config's)")
-    c.add_argument("--json", action="store_true")
-    c = cmd("validate", "check every task file and the config (exit 1 on any error)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="the fire times as JSON (ISO-8601)")
+    c = cmd("validate", "check every task file and the config, or only the FILEs given"
+            " (a pre-commit hook); exit 1 on any error")
+    c.add_argument("files", nargs="*", metavar="FILE",
+                   help="task files to check (default: every file in tasks/ and the config)")
+    c.add_argument("--json", action="store_true", help="the problems as JSON")
     c = cmd("why", "explain whether a task is due at an instant, and why")
-    c.add_argument("id")
+    c.add_argument("id", help="the task's id (see `list`)")
     c.add_argument("--at", help="ISO-8601 instant (default: now)")
     c = cmd("show", "a task's settings, state and recent runs")
-    c.add_argument("id")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("id", help="the task's id (see `list`)")
+    c.add_argument("--json", action="store_true",
+                   help="task, state and runs as JSON, times in ISO-8601")
     c = cmd("logs", "print the output log of a task's latest run (or run N)")
-    c.add_argument("id")
-    c.add_argument("--run", type=int, help="run id (see history)")
+    c.add_argument("id", help="the task's id (see `list`)")
+    c.add_argument("--run", type=_count(2**62), metavar="N", help="run number (see history)")
     c = cmd("enable", "enable a task (edits its file)")
-    c.add_argument("id")
+    c.add_argument("id", help="the task's id (see `list`)")
     c = cmd("disable", "disable a task (edits its file)")
-    c.add_argument("id")
-    c.add_argument("--reason", default="by_choice",
+    c.add_argument("id", help="the task's id (see `list`)")
+    c.add_argument("--reason", default="by_choice", help="why, kept in the file (default"
+                   " by_choice)",
                    choices=["by_choice", "paused", "retired", "auto_suspended"])
     c.add_argument("--until", help="ISO-8601 instant: a pause that ends by itself (the tick"
                    " enables the task again then)")
@@ -119,8 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--by", help="who paused (default: $USER)")
     cmd("resume", "end maintenance mode")
     c = cmd("web", "serve the dashboard (Mission Control) on http://HOST:PORT")
-    c.add_argument("--host", default="127.0.0.1")
-    c.add_argument("--port", type=int, default=8765)
+    c.add_argument("--host", default="127.0.0.1", help="address to listen on (default"
+                   " 127.0.0.1: this machine only)")
+    c.add_argument("--port", type=_count(65535), default=8765,
+                   help="port to listen on (default 8765)")
     c.add_argument("--token-file", type=Path, help="access token file (default:"
                    " state/web-token, created 0600); required for a non-loopback --host")
     c.add_argument("--allow-host", action="append", metavar="NAME",
@@ -131,22 +145,23 @@ def build_parser() -> argparse.ArgumentParser:
                    " this home's dashboards (a running server too) and exit")
     c = cmd("incidents", "open incidents (suspensions, timeouts, crashed ticks, duplicate ids)")
     c.add_argument("--all", action="store_true", help="include resolved ones")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="the incidents as JSON")
     c = cmd("resolve", "resolve an incident by hand")
-    c.add_argument("incident", type=int)
+    c.add_argument("incident", type=_count(2**62), help="the incident's number (see"
+                   " `incidents`)")
     c = cmd("comment", "leave a comment on a task; Claude reads it before the next run")
-    c.add_argument("id")
-    c.add_argument("text")
+    c.add_argument("id", help="the task's id (see `list`)")
+    c.add_argument("text", help="the comment, quoted")
     c.add_argument("--author", help="default: $USER")
     c = cmd("comments", "a task's comments and the scheduler's replies")
-    c.add_argument("id")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("id", help="the task's id (see `list`)")
+    c.add_argument("--json", action="store_true", help="the comments as JSON")
     c = cmd("doctor", "check the home: permissions, database, crontab line, config,"
             " destinations, API key; print each problem with its fix")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="the checks as JSON")
     c = cmd("state", "state copy --to postgresql://…: copy this home's SQLite state to an"
             " empty PostgreSQL database (several hosts)")
-    c.add_argument("action", choices=("copy",))
+    c.add_argument("action", choices=("copy",), help="copy: this home's state to --to")
     target = c.add_mutually_exclusive_group(required=True)
     target.add_argument("--to", metavar="URL", help="postgresql://user:pw@host/db; ${VAR}s are"
                         " expanded (single-quote them: a password in argv is visible to `ps`)")
@@ -156,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
                    " if missing) of a database that holds other tables")
     c = cmd("daemon", "run a tick at the start of every minute, in the foreground (no cron"
             " needed: containers); SIGTERM stops it")
-    c.add_argument("--log-format", choices=["text", "json"], default="text")
+    c.add_argument("--log-format", choices=["text", "json"], default="text",
+                   help="json: one object per line, as `tick --log-format json`")
     c = cmd("install", "add the tick to this user's crontab, or write systemd units")
     how = c.add_mutually_exclusive_group(required=True)
     how.add_argument("--cron", action="store_true", help="a crontab line (through `crontab`)")
@@ -167,15 +183,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--print", action="store_true", help="show what it would write; change nothing")
     c = cmd("uninstall", "remove exactly what `install` added")
     how = c.add_mutually_exclusive_group(required=True)
-    how.add_argument("--cron", action="store_true")
-    how.add_argument("--systemd", action="store_true")
-    c.add_argument("--user", action="store_true")
+    how.add_argument("--cron", action="store_true", help="the crontab line `install` added")
+    how.add_argument("--systemd", action="store_true", help="the systemd units")
+    c.add_argument("--user", action="store_true", help="systemd: user units (~/.config)")
     c = cmd("audit", "who did what: actions from the dashboard and the CLI, newest first")
     c.add_argument("--task", metavar="ID", help="only this task's")
-    c.add_argument("-n", type=_count(100_000), default=30, help="1-100000 (default 30)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("-n", type=_count(100_000), default=30, metavar="N",
+                   help="how many actions, 1-100000 (default 30)")
+    c.add_argument("--json", action="store_true", help="the actions as JSON")
+    c = cmd("completion", "print a shell completion script (commands, options, task ids):"
+            ' eval "$(python3 scheduler.py completion bash)" in ~/.bashrc')
+    c.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
     c = cmd("revert-heal", "restore the files the task's last self-heal changed")
-    c.add_argument("id")
+    c.add_argument("id", help="the task's id (see `list`)")
     c.add_argument("--force", action="store_true", help="even if they changed since")
     return p
 
@@ -202,6 +222,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     home = Path(getattr(args, "home", None) or default_home()).resolve()
+    if args.command == "completion":  # no config needed: the script reads tasks/ itself
+        from .completion import bash_script, zsh_script
+
+        script = bash_script if args.shell == "bash" else zsh_script
+        print(script(build_parser(), home), end="")
+        return 0
     handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
     if args.command in ("doctor", "web"):  # before load_config: it reports a broken config itself
         return handler(home, args)

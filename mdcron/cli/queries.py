@@ -90,6 +90,9 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "last_host": last.get("host"),  # issue 11: the host that ran it
             "running_since": iso(running_since),
             "next_run": nxt.isoformat() if nxt else None,
+            "overdue_since": None if running_since is not None or task.id in loaded.held
+            else iso(overdue_since(task, config, state, now, loaded.due.get(task.id))),
+            "command": command_text(task),
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
             "uses": list(task.uses),
@@ -107,10 +110,43 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
                 "id": path.stem, "title": None, "schedule": None, "timezone": None,
                 "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
                 "last_host": None, "running_since": None,
-                "next_run": None, "consecutive_failures": 0, "tags": [], "uses": [],
+                "next_run": None, "overdue_since": None, "command": None,
+                "consecutive_failures": 0, "tags": [], "uses": [],
                 "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
             })
     return rows
+
+
+OVERDUE_AFTER = 90.0  # seconds: a tick claims its slot within the minute; later, it was missed
+
+
+def overdue_since(task: Task, config: Config, state: TaskState | None, now: float,
+                  due: tuple[float, float | None] | None = None) -> float | None:
+    """The first fire the task has not run although it is OVERDUE_AFTER past (cron stopped, the
+    tick crashed): `list` says "due 6 min ago, not run" rather than show only the next fire.
+    None when nothing is missed, for a disabled task, a chain, or one no tick has seen yet."""
+    if not task.enabled or task.after or state is None or not state.enabled:
+        return None
+    if due is not None:  # the cache's (floor, first fire after floor): no cron maths
+        first = due[1]
+    else:
+        floor = state.not_before - 1e-6
+        if state.last_slot is not None:
+            floor = max(floor, state.last_slot)
+        try:
+            fire = schedule_of(task, config).next_after(to_dt(floor))
+        except Exception:  # a state row out of range: `why` says it; the list stays readable
+            return None
+        first = fire.timestamp() if fire is not None else None
+    return first if first is not None and now - first >= OVERDUE_AFTER else None
+
+
+def command_text(task: Task) -> str:
+    """What the task runs, in one line: its command, or the model and the prompt's start."""
+    if task.run_as == "claude":
+        text = " ".join((task.prompt or task.body or "").split())
+        return f"claude: {text}"
+    return f"{task.run_as}: {task.command}" if task.run_as != "shell" else str(task.command or "")
 
 
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:

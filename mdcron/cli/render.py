@@ -1,14 +1,15 @@
-"""Human output: rich tables (imported only by the commands that print them) and plain lines."""
+"""Human output: JSON, and the small tables of `incidents` (fit.py lays them out to fit the
+terminal; `list` and `history` have their own columns in tables.py)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from collections.abc import Sequence
 from datetime import datetime
 
 from ..core.clock import to_dt
+from .fit import Column, render, terminal_width
 
 
 def print_json(value: object) -> None:
@@ -16,31 +17,22 @@ def print_json(value: object) -> None:
     sys.stdout.write("\n")
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-    # lazy: rich (~40 ms) only for a table
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for col in columns:
-        t.add_column(col, overflow="fold", no_wrap=col in ("id", "task", "run", "status"))
-    for row in rows:
-        t.add_row(*("" if v is None else str(v) for v in row))
-    # Piped output (no terminal) gets a generous width rather than rich's 80 columns.
-    Console(width=shutil.get_terminal_size((160, 24)).columns).print(t)
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]],
+          keep: int = 4, flexible: Sequence[str] = ("title", "error")) -> None:
+    """The first `keep` columns always, then the `flexible` ones (cut with `…` to fit), then
+    the others left to right as the width allows."""
+    cols = [Column(name, 0 if i < keep else 1 if name in flexible else i + 1,
+                   least=12 if name in flexible else 0) for i, name in enumerate(columns)]
+    if title:
+        print(title)
+    for line in render(cols, rows, terminal_width()):
+        print(line)
 
 
 def short_time(value: str | float | None, zone: object = None) -> str:
-    """An ISO string or Unix seconds, shown in local (or the given) time, minute precision."""
+    """An ISO string or Unix seconds, shown in local (or the given) time, minute precision,
+    the zone named."""
     if value is None:
         return "—"
     dt = to_dt(value) if isinstance(value, (int, float)) else datetime.fromisoformat(value)
-    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M")  # type: ignore[arg-type]
-
-
-def status_style(status: object) -> str:
-    colours = {"success": "green", "failed": "red", "timeout": "red", "crashed": "magenta",
-               "lost": "magenta", "skipped": "yellow", "running": "cyan"}
-    s = str(status) if status else "—"
-    colour = colours.get(s)
-    return f"[{colour}]{s}[/{colour}]" if colour else s
+    return dt.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")  # type: ignore[arg-type]

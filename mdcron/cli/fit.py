@@ -1,0 +1,111 @@
+"""Tables that fit the terminal (issue 25): plain columns, two spaces apart, like
+`systemctl list-timers`.
+
+Each column has a priority: the narrowest terminal shows the first few, a wider one adds more,
+`--wide` shows them all at full length. A column is shown whole or not at all (never at zero
+width); a long cell is cut with `…` down to the column's `least` width, never below. Pure: the
+caller passes the width (`terminal_width()` reads it). Colour only for a terminal that wants it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+GAP = 2
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    priority: int = 0  # lower shows first; 0 always
+    least: int = 0  # may be cut down to this many characters (0: never cut)
+    most: int = 0  # never wider than this unless --wide (0: no cap)
+    right: bool = False  # numbers
+    first: bool = False  # among the columns always shown, cut this one first (an id)
+
+
+def terminal_width() -> int:
+    """$COLUMNS, else the terminal's width, else 160 for piped output (as before: a file or a
+    pipe gets long lines)."""
+    return max(20, shutil.get_terminal_size((160, 24)).columns)
+
+
+def cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters, ending in `…` when shortened."""
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + ELLIPSIS if width > 0 else ""
+
+
+def one_line(value: object) -> str:
+    """A cell's text: None as empty, newlines and tabs as spaces (one line per row)."""
+    if value is None:
+        return ""
+    return " ".join(str(value).split()) if any(c in str(value) for c in "\n\r\t") else str(value)
+
+
+def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
+           wide: bool = False) -> list[tuple[int, int]]:
+    """The shown columns as (index, width), in the columns' own order."""
+    natural = [max([len(c.name)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
+    if wide:
+        return list(enumerate(natural))
+    if sum(natural) + GAP * (len(columns) - 1) <= width:
+        return list(enumerate(natural))  # everything fits whole
+    want = [min(n, c.most) if c.most else n for n, c in zip(natural, columns, strict=True)]
+    floor = [min(w, max(c.least, len(c.name))) if c.least else w
+             for w, c in zip(want, columns, strict=True)]
+    chosen: list[int] = []
+    for i in sorted(range(len(columns)), key=lambda i: columns[i].priority):
+        if columns[i].priority and not any(r[i] for r in rows):
+            continue  # an optional column with nothing in it
+        used = sum(want[j] for j in chosen) + GAP * len(chosen)
+        if columns[i].priority == 0 or used + floor[i] <= width:
+            chosen.append(i)
+    chosen.sort()
+    widths = {i: natural[i] for i in chosen}
+    over = sum(widths.values()) + GAP * (len(chosen) - 1) - width
+    while over > 0:  # a character at a time: what is over its `most`, the optional columns,
+        cuttable = [i for i in chosen if widths[i] > floor[i]]  # the id, then the widest
+        if not cuttable:
+            break
+        widths[max(cuttable, key=lambda i: (widths[i] > want[i], columns[i].priority,
+                                            columns[i].first, widths[i]))] -= 1
+        over -= 1
+    return [(i, widths[i]) for i in chosen]
+
+
+def render(columns: Sequence[Column], rows: Sequence[Sequence[object]], width: int,
+           wide: bool = False, colour=None) -> list[str]:
+    """The header and one line per row. `colour(column name, cell text) -> str` may wrap a
+    padded cell in escape codes (the width is measured before)."""
+    cells = [[one_line(v) for v in row] for row in rows]
+    shown = layout(columns, cells, width, wide)
+
+    def line(values: Sequence[str], paint: bool) -> str:
+        parts = []
+        for n, (i, w) in enumerate(shown):
+            text = cut(values[i], w)
+            last = n == len(shown) - 1
+            pad = text.rjust(w) if columns[i].right else (text if last else text.ljust(w))
+            parts.append(colour(columns[i].name, pad) if paint and colour else pad)
+        return (" " * GAP).join(parts).rstrip()
+
+    return [line([c.name for c in columns], False), *(line(r, True) for r in cells)]
+
+
+def wants_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and \
+        os.environ.get("TERM") != "dumb"
+
+
+_ANSI = {"green": "32", "red": "31", "magenta": "35", "yellow": "33", "cyan": "36"}
+
+
+def paint(text: str, colour: str | None) -> str:
+    return f"\x1b[{_ANSI[colour]}m{text}\x1b[0m" if colour in _ANSI else text
