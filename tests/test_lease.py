@@ -36,7 +36,10 @@ def test_a_holder_whose_lease_was_taken_over_writes_nothing(two_hosts):
     lease, refused, _ = acquire(b, "job", run_id + 1, "b:1:boot", SHORT)
     assert lease is None and refused.startswith("previous run still running on host a")
     assert renew(a, lease_a, SHORT)  # a's last renewal; nobody renews it after
-    time.sleep(SHORT + 0.1)  # a lower bound: the database's clock passes the lease
+    give_up = time.monotonic() + 30  # the event: the lease lapsed by the database's clock
+    while b.lease_busy("job") is not None:
+        assert time.monotonic() < give_up, "a's lease never lapsed"
+        time.sleep(0.02)
     lease_b, refused, taken = acquire(b, "job", run_id + 1, "b:1:boot", 60)
     assert lease_b is not None and lease_b.fence == 2 and taken == [run_id]
     assert b.end_running(run_id, Outcome.TIMEOUT, "taken over", NOW + 200)

@@ -516,8 +516,8 @@ def decide(schedule: Schedule, *, now: datetime, last_slot: datetime | None,
 
     The slot is the latest fire at or before now. Not due if there is none, if it is not after
     last_slot, or if it is before not_before (when the task was first seen or re-enabled).
-    A late slot runs if lateness <= catchup seconds (math.inf: always); a slot less than 60 s
-    late is on time and always runs (catchup 0: on time only). Too late: skip, and the slot is
+    A late slot runs if its lateness in whole minutes is <= catchup seconds (math.inf: always);
+    a slot less than 60 s late is on time and always runs (catchup 0: on time only). Too late: skip, and the slot is
     spent. Earlier fires after last_slot (and at or after not_before) coalesce into the run;
     `missed` counts them."""
     if math.isnan(catchup) or catchup < 0:
@@ -535,7 +535,10 @@ def decide(schedule: Schedule, *, now: datetime, last_slot: datetime | None,
                         f"{_show(not_before, zone)}, when the task was first seen or re-enabled;"
                         f" {upcoming}", next_fire)
     lateness = (now - latest).total_seconds()
-    if lateness >= 60 and lateness > catchup:
+    # Judged in whole minutes, as cron ticks come: with `catchup: 10m` every tick of the tenth
+    # minute after the slot still runs it (a tick starts a fraction of a second after its
+    # minute, and `tick --now` adds the time the tick has taken).
+    if (whole := lateness // 60 * 60) >= 60 and whole > catchup:
         allows = format_duration(catchup) if catchup else "no catch-up (on time only, under 1m)"
         return Decision("skip", latest, f"missed by {format_duration(lateness)}; catchup allows "
                         f"{allows}; {upcoming}", next_fire)
