@@ -485,6 +485,10 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
         lines.insert(3, f"{'suspended':12}{describe(hold, task.id)}")
     for line in lines:
         print(line)
+    if sys.stdout.isatty():
+        from .show import print_body  # lazy: rich's Markdown, only in a terminal
+
+        print_body(task)
     from .timefmt import absolute
 
     for heal in heals:

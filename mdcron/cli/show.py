@@ -119,9 +119,22 @@ def show_lines(task: Task, config, zone: tzinfo, zone_name: str, state: TaskStat
         lines = [w for line in lines for w in (textwrap.wrap(
             line, width, subsequent_indent=" " * 12, break_long_words=False,
             break_on_hyphens=False) if len(line.split()) > 2 else [line]) or [""]]
-    if body:
+    if body and not width:
         lines += ["", *body.splitlines()]
     return lines
+
+
+def print_body(task: Task) -> None:
+    """A terminal gets the task's Markdown body rendered by rich (headings, lists, code); a
+    pipe gets the text as written (show_lines adds it there)."""
+    body = (task.prompt if task.run_as == "claude" and task.prompt else task.body).strip()
+    if not body:
+        return
+    from rich.console import Console  # lazy: only `show` in a terminal
+    from rich.markdown import Markdown  # lazy: as Console
+
+    print()
+    Console(highlight=False).print(Markdown(body))
 
 
 def show_json(task: Task, state: TaskState | None, hold: object, runs: list[dict],

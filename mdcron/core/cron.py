@@ -517,9 +517,9 @@ def decide(schedule: Schedule, *, now: datetime, last_slot: datetime | None,
     The slot is the latest fire at or before now. Not due if there is none, if it is not after
     last_slot, or if it is before not_before (when the task was first seen or re-enabled).
     A late slot runs if its lateness in whole minutes is <= catchup seconds (math.inf: always);
-    a slot less than 60 s late is on time and always runs (catchup 0: on time only). Too late: skip, and the slot is
-    spent. Earlier fires after last_slot (and at or after not_before) coalesce into the run;
-    `missed` counts them."""
+    a slot less than 60 s late is on time and always runs (catchup 0: on time only). Too late:
+    skip, and the slot is spent. Earlier fires after last_slot (and at or after not_before)
+    coalesce into the run; `missed` counts them."""
     if math.isnan(catchup) or catchup < 0:
         raise ValueError(f"catchup must be >= 0 seconds or math.inf, got {catchup!r}")
     now = _as_utc(now)
