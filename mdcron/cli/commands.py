@@ -230,6 +230,10 @@ def _claude_notes(config: Config) -> list[str]:
     return []
 
 
+NO_KEY_HEAL = ("ANTHROPIC_API_KEY is not set: failures are not healed (set it where the tick"
+               " runs; `doctor` says how)")
+
+
 def _history_json(row: dict) -> dict:
     from .queries import iso
 
@@ -410,6 +414,8 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     for key, value in fields.items():
         if value not in (None, "", (), [], {}):
             print(f"{key:16} {value}")
+    if task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip():
+        print(f"{'self-heal':16} off: {NO_KEY_HEAL}")  # said here, not on every failure row
     if hold is not None:
         from ..schedule.held import describe
 
