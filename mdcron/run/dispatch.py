@@ -33,6 +33,7 @@ class Planned:
     slot: float
     reason: str
     missed: int = 0
+    quiet: bool = False  # a skip said once already (once_per.py): passed without a row
 
 
 def run_all(

@@ -150,6 +150,11 @@ def run_tick(
             candidates, states = view.dry_run(now)
         view.close()
         report.planned = plan(candidates, states, config, now, problems=report.problems)
+        if any(p.task.once_per for p in report.planned) and config.state_exists:
+            from ..schedule.once_per import apply  # lazy: as in _issue12_plan
+
+            with state_store(config) as store:  # issue 25: says what the tick would do
+                apply(report.planned, store, config)
         return report
 
     owner = current_owner()
@@ -198,7 +203,10 @@ def run_tick(
         # issue 23: with a shared state the other runs claim as workers free up (spread.py)
         spread = [p for p in report.planned
                   if p.action == "run" and not p.task.uses] if store.url else []
-        later = {id(p) for p in (*deferred, *spread)}
+        # issue 25: a once_per skip already recorded this period passes without a row
+        quiet = [p for p in report.planned if p.quiet]
+        store.pass_slots([(p.task.id, p.slot) for p in quiet])
+        later = {id(p) for p in (*deferred, *spread, *quiet)}
         claims = [
             (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
             for p in report.planned if id(p) not in later
@@ -214,7 +222,7 @@ def run_tick(
             elif p.action == "run":
                 to_run.append((p.task, run_id))
         for p in report.planned:
-            if p.action == "skip" and p.task.id not in report.lost_claims:
+            if p.action == "skip" and not p.quiet and p.task.id not in report.lost_claims:
                 say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
         for task_id in report.lost_claims:
             say(f"{task_id}: due, but another tick claimed this slot first")
