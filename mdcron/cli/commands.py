@@ -133,15 +133,15 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
                                      trigger="manual-no-chain" if no_chain else "manual")
         # the same ladder, alerts and incidents as a scheduled run
         after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
-        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now
+        print(f"run {run_id}: " + describe_outcome(outcome), flush=True)  # before its chain
+        if outcome.final.log_path:
+            print(f"log: {outcome.final.log_path}", flush=True)
+        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now, in order
             from ..schedule.chains import run_chain_after_manual
 
-            for chained in run_chain_after_manual(ctx, store, healer, print):
-                after_ladder(store, config, chained, clock.now(), ctx.environ, print)
+            # each chained ladder's alerts came as it ended (dispatch.after_one)
+            run_chain_after_manual(ctx, store, healer, print, started_by=run_id)
         finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
-    print(f"run {run_id}: " + describe_outcome(outcome))
-    if outcome.final.log_path:
-        print(f"log: {outcome.final.log_path}")
     return OK if outcome.final.ok else PROBLEM
 
 
