@@ -38,10 +38,14 @@ from .usage import OK, PROBLEM, USAGE, UsageError, clock_from
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from ..run.tick import run_tick
+    from ..run.tick_log_size import keep_small
     from ..run.ticklog import TickLog
 
     clock = clock_from(args.now, "--now")
+    rotated = None if args.dry_run else keep_small(config.home)  # before any line is written
     say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
+    if rotated:
+        say(rotated)
 
     if _paused_tick(config, clock.now(), args.dry_run, say):
         return OK
