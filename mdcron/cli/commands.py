@@ -18,7 +18,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
-from ..core import safe_fs
 from ..core.clock import parse_instant, to_dt
 from ..core.problems import Problem
 from ..core.units import format_duration
@@ -439,34 +438,15 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_logs(config: Config, args: argparse.Namespace) -> int:
-    row = None
-    if config.state_exists:
-        with state_store(config) as store:
-            if args.run is not None:
-                row = store.run(args.run)
-                if row and row["task_id"] != args.id:
-                    row = None
-            else:
-                row = next((r for r in store.history(50, args.id) if r["log_path"]), None)
-    if row is None or not row.get("log_path"):
-        print(f"mdcron: no log recorded for {args.id}" + (f" run {args.run}" if args.run else ""),
-              file=sys.stderr)
-        return PROBLEM
-    path = Path(str(row["log_path"]))
-    if not path.exists():
-        print(f"mdcron: the log {path} is gone (retention?); its last lines were:",
-              file=sys.stderr)
-        print(row.get("output_tail") or "")
-        return PROBLEM
-    try:  # not followed, never waited on (a FIFO in a log's place)
-        fd = safe_fs.open_at(None, str(path), os.O_RDONLY)
-    except OSError as exc:
-        print(f"mdcron: cannot read the log: {exc}", file=sys.stderr)
-        return PROBLEM
-    with os.fdopen(fd, "rb") as fh:
-        for chunk in iter(lambda: fh.read(65536), b""):
-            sys.stdout.buffer.write(chunk)
-    return OK
+    from .logs import show_log
+
+    task = None
+    if getattr(args, "follow", False):
+        from ..schedule.cache import load_task_set
+
+        task = load_task_set(config).get(args.id)  # its timeout bounds the follow
+    timeout = task.timeout if task is not None else 600.0
+    return show_log(config, args.id, args.run, getattr(args, "follow", False), timeout)
 
 
 def _set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,

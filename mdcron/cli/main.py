@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("logs", "print the output log of a task's latest run (or run N)")
     c.add_argument("id")
     c.add_argument("--run", type=int, help="run id (see history)")
+    c.add_argument("--follow", "-f", action="store_true",
+                   help="a running run: print its output as it comes, until it ends")
     c = cmd("enable", "enable a task (edits its file)")
     c.add_argument("id")
     c = cmd("disable", "disable a task (edits its file)")
