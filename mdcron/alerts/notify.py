@@ -51,6 +51,12 @@ from .heartbeat import expand_vars, mask, missing_vars
 FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout", "lost"})
 NEVER_COLLAPSED = frozenset({"suspended", "digest"})
 RECOVERY_KINDS = frozenset({"recovered", "success", "healed"})
+# apprise's NotifyType per alert kind, so chat apps colour a suspension unlike a recovery;
+# anything else (a digest, a note) is "info"
+FAILURE_KINDS = frozenset({"failure", "suspended", "tick_crashed", "crashed", "lost",
+                           "task_file", "tasks_missing", "orphaned"})
+WARNING_KINDS = frozenset({"timeout", "duplicate_id", "skipped", "clock_back",
+                           "database_recreated"})
 SEND_TIMEOUT = 15.0  # seconds for one message, wall-clock: the courier is killed then
 LEASE = 300.0  # a claimed message is not tried by another flush for this long
 BACKOFF_BASE = 60.0
@@ -214,6 +220,15 @@ def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
                 failing.add(destination)
 
 
+def notify_type(kind: str) -> str:
+    """Pure: apprise's NotifyType value for an alert kind (failure, warning, success, info)."""
+    if kind in FAILURE_KINDS:
+        return "failure"
+    if kind in WARNING_KINDS:
+        return "warning"
+    return "success" if kind in RECOVERY_KINDS else "info"
+
+
 def _send_one(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
               report: FlushReport, courier: Courier, failing: set[str], message_id: int,
               destination: str) -> bool:
@@ -225,9 +240,9 @@ def _send_one(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
     claimed = store.claim_message(message_id, ts, LEASE)
     if claimed is None:
         return False  # another flush has it
-    title, body, attempts = claimed
+    title, body, attempts, kind = claimed
     try:
-        send(cfg, destination, title, body, environ, courier)
+        send(cfg, destination, title, body, environ, courier, notify_type(kind))
     except DeliveryError as exc:
         _record_failure(store, cfg, message_id, destination, attempts, exc, ts, report)
         return True
@@ -275,7 +290,8 @@ def expand(template: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
 
 
 def send(cfg: NotifyConfig, destination: str, title: str, body: str,
-         environ: Mapping[str, str], courier: Courier | None = None) -> None:
+         environ: Mapping[str, str], courier: Courier | None = None,
+         kind: str = "info") -> None:
     """Deliver one message now through apprise (in `courier`'s child, or a child of its own);
     DeliveryError (masked) when it does not go within SEND_TIMEOUT."""
     template = cfg.destinations.get(destination)
@@ -286,9 +302,9 @@ def send(cfg: NotifyConfig, destination: str, title: str, body: str,
     url, values = expand(template, environ)
     if courier is None:
         with Courier(SEND_TIMEOUT) as own:
-            return send(cfg, destination, title, body, environ, own)
+            return send(cfg, destination, title, body, environ, own, kind)
     try:
-        failure = courier.send(url, title, body)
+        failure = courier.send(url, title, body, kind)
     except CourierTimeout:
         raise DeliveryError(f"no answer within {courier.timeout:g} s") from None
     except Exception as exc:  # starting the child failed (no fork, no memory): try later

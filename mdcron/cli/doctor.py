@@ -103,7 +103,7 @@ def send_now(cfg: NotifyConfig, title: str, body: str,
     for name in targets:
         where = f"{name!r} ({scheme_of(cfg.destinations.get(name, ''))})"
         try:
-            send(cfg, name, title, body, environ)
+            send(cfg, name, title, body, environ, kind="failure")
             lines.append(f"alert sent to {where}")
         except DeliveryError as exc:
             lines.append(f"alert to {where} failed: {exc}")
