@@ -70,10 +70,11 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         from ..alerts.after_run import duplicate_ids  # imported here: not before a task starts
 
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
-    for problem in report.problems if report.problems_changed else ():
-        if problem.severity == "error":
-            skipped = "" if problem.path == config.tasks_dir else " (task skipped)"
-            say.error(f"mdcron: {problem}{skipped}")
+    if report.problems_changed and not report.problems_said:  # run_tick said them if it ran
+        from ..run.tick import problem_lines
+
+        for line in problem_lines(config, report.problems):
+            say.error(line)
     if report.duplicates:
         for task_id, paths in report.duplicates.items():
             files = " and ".join(str(p) for p in paths)

@@ -51,6 +51,7 @@ class TickReport:
     ladders: list[LadderOutcome] = field(default_factory=list)
     lost_claims: list[str] = field(default_factory=list)  # due, but another tick claimed first
     problems_changed: bool = True  # the task-file problems differ from the last tick's
+    problems_said: bool = False  # said by run_tick before the runs (issue 25), not at the end
     no_tasks_folder: bool = False  # issue 22: tasks/ is missing (exit 2, an alert)
 
     @property
@@ -196,6 +197,11 @@ def run_tick(
         with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
             report.problems_changed = _problems_changed(mine, report.problems)
         broken = _issue12_plan(store, config, report, view, candidates)
+        if report.problems_changed:  # issue 25: when found, not after the slowest task
+            error = getattr(say, "error", say)
+            for line in problem_lines(config, report.problems):
+                error(line)
+            report.problems_said = True
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
         # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
@@ -265,6 +271,12 @@ def run_tick(
         store.set_meta("last_tick", repr(clock.now()))
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
+
+
+def problem_lines(config: Config, problems: list[Problem]) -> list[str]:
+    """The tick's lines for broken task files (errors only; warnings are `validate`'s)."""
+    return [f"mdcron: {p}" + ("" if p.path == config.tasks_dir else " (task skipped)")
+            for p in problems if p.severity == "error"]
 
 
 def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
