@@ -78,3 +78,36 @@ def test_an_ordinary_failure_alert_goes_when_its_ladder_ends_not_with_the_tick(
     finally:
         go.write_text("")
         tick.wait(60)
+
+
+def test_a_crash_alert_of_an_unobserved_end_gives_no_duration(home, write_task, http_sink):
+    """The tick running it was killed: nobody saw the task end, so the alert says so and
+    shows no "0.0s" (issue 25 item 13)."""
+    import signal
+
+    from test_concurrency import _recorded_pgid, start_tick
+    from test_concurrency import wait_for as wait_for_file
+
+    (home / "scheduler.yaml").write_text(
+        f"notify:\n  destinations:\n    ops: \"{http_sink.json_url('/hook')}\"\n"
+        "  default: ops\n")
+    started, release = home / "started", home / "release"
+    write_task("victim", schedule="0 10 * * *", timeout=300, command=(
+        f"touch {started}; while [ ! -e {release} ]; do sleep 0.02; done"))
+    run_cli(home, "tick", "--now", "2026-11-23T09:59:00+00:00")
+    proc = start_tick(home, "2026-11-23T10:00:00+00:00")
+    wait_for_file(started)
+    _recorded_pgid(home / "state" / "locks" / "victim.lock")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    release.touch()
+    give_up = time.monotonic() + 30
+    while not http_sink.bodies():  # the next tick finds the run crashed (once its task ended)
+        run_cli(home, "tick", "--now", "2026-11-23T10:02:00+00:00")
+        assert time.monotonic() < give_up, "no crash alert"
+        time.sleep(0.05)
+    [alert] = http_sink.bodies()
+    first = alert["message"].splitlines()[0]  # type: ignore[index]
+    assert "no duration is recorded" in first, first
+    assert not first.rstrip().endswith("0.0s"), first
+    assert alert["type"] == "failure"  # type: ignore[index]
