@@ -640,7 +640,8 @@ def cmd_install(config: Config, args: argparse.Namespace) -> int:
 
     try:
         if args.cron:
-            print(install_cron(config.home, os.environ, args.print))
+            print(install_cron(config.home, os.environ, args.print,
+                               getattr(args, "exit_zero", False)))
         else:
             units = systemd_units(config.home, os.environ, args.user, args.timer,
                                   config.stop_grace, config.kill_grace)

@@ -162,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--timer", action="store_true",
                    help="systemd: a .timer starting the tick each minute instead of the daemon")
     c.add_argument("--print", action="store_true", help="show what it would write; change nothing")
+    c.add_argument("--exit-zero", action="store_true", help="cron: the line's tick exits 0 when"
+                   " a task failed (no mail from cron); kept by later installs")
     c = cmd("uninstall", "remove exactly what `install` added")
     how = c.add_mutually_exclusive_group(required=True)
     how.add_argument("--cron", action="store_true")
