@@ -7,6 +7,8 @@ import sqlite3
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from mdcron.schedule.once_per import period_start, skip_reason
 
 
@@ -91,3 +93,30 @@ def test_frequent_once_per_day_skip_is_said_once_and_dry_run_and_why_agree(home,
     for minute in range(3):
         cli("tick", "--now", f"2026-11-24T00:0{minute}:00+00:00")
     assert [r["status"] for r in rows(home, "daily")][2:] == ["success", "skipped"]
+
+
+@pytest.fixture
+def store(tmp_path, state_url):  # both back ends (issue 11)
+    from mdcron.state.store import Store
+
+    with Store(tmp_path / "state" / "mdcron.db", url=state_url) as s:
+        yield s
+
+
+def test_a_quiet_pass_advances_the_slot_once_and_the_said_skip_is_found(store):
+    """The store's two steps behind issue 25's once-per-period skip, on SQLite and PostgreSQL:
+    `pass_slots` is a check-and-set on last_slot (of two passes one wins), `last_skipped` finds
+    the skip already recorded."""
+    from mdcron.state.runs import Owner
+
+    owner = Owner(pid=4242, start=1, boot="boot")
+    t0 = 1_795_000_000.0
+    store.observe([("daily", True, "/t/daily.md")], t0)
+    store.claim_slots([("daily", t0, "already succeeded today (slot x)", "/t/daily.md"),
+                       ("daily", t0 - 60, "previous run still running", "/t/daily.md")],
+                      t0, owner)
+    assert store.last_skipped(["daily", "other"], "already succeeded ") == {"daily": t0}
+    assert store.pass_slots([("daily", t0 + 60)]) == {("daily", t0 + 60)}
+    assert store.pass_slots([("daily", t0 + 60)]) == set()  # already passed: not again
+    assert store.task_state("daily").last_slot == t0 + 60
+    assert len(store.history(10, "daily")) == 2  # no row for the pass
