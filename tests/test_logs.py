@@ -69,3 +69,14 @@ def test_a_partial_log_says_still_running_and_follow_follows_it_to_the_end(home,
     finally:
         go.touch()
         tick.wait(60)
+
+
+def test_logs_of_a_skipped_latest_run_says_why_and_where_the_last_log_is(home, write_task):
+    write_task("daily", schedule="* * * * *", timezone="UTC", once_per="day", command="echo hi")
+    run_cli(home, "tick", "--now", "2026-11-23T05:59:00+00:00")  # first seen: runs (run 1)
+    run_cli(home, "tick", "--now", "2026-11-23T06:00:00+00:00")  # skipped (run 2): no log
+    logs = run_cli(home, "logs", "daily")
+    assert logs.returncode == 1
+    assert "run 2 of daily was skipped, so it has no log: already succeeded today" in logs.stderr
+    assert "`logs daily --run 1`" in logs.stderr, logs.stderr
+    assert run_cli(home, "logs", "daily", "--run", "1").stdout.strip() == "hi"

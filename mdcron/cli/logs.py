@@ -33,7 +33,13 @@ def show_log(config: Config, task_id: str, run: int | None, follow: bool,
              timeout: float) -> int:
     """Print the log of `task_id`'s latest run (or run `run`); exit status for the command.
     `timeout`: the task's timeout (the follow deadline)."""
-    row = _row(config, task_id, run)
+    row, older = _row(config, task_id, run)
+    if row is not None and not row.get("log_path") and row["status"] != "running":
+        print(_missing(row), file=sys.stderr)  # it never got as far as a log file
+        if older is not None:
+            print(f"mdcron: the latest log is run {older['id']}'s: `logs {task_id} --run"
+                  f" {older['id']}`", file=sys.stderr)
+        return PROBLEM
     if row is None or not row.get("log_path"):
         print(f"mdcron: no log recorded for {task_id}" + (f" run {run}" if run else ""),
               file=sys.stderr)
@@ -58,24 +64,29 @@ def show_log(config: Config, task_id: str, run: int | None, follow: bool,
     return OK
 
 
-def _row(config: Config, task_id: str, run: int | None) -> dict | None:
+def _row(config: Config, task_id: str, run: int | None) -> tuple[dict | None, dict | None]:
+    """(the run asked for, or the task's latest run that is not a heal; the latest with a
+    log, when that differs)."""
     if not config.state_exists:
-        return None
+        return None, None
     with state_store(config) as store:
         if run is not None:
             row = store.run(run)
-            return row if row and row["task_id"] == task_id else None
-        return next((r for r in store.history(50, task_id) if r["log_path"]), None)
+            return (row if row and row["task_id"] == task_id else None), None
+        rows = [r for r in store.history(50, task_id) if r["kind"] != "heal"]
+    logged = next((r for r in rows if r["log_path"]), None)
+    latest = rows[0] if rows else None
+    return latest, (logged if logged is not latest else None)
 
 
 def _missing(row: dict) -> str:
     """Why a run's log file is not there: it never started, or it was deleted since."""
     never = (row.get("exit_code") is None and not row.get("output_tail")
-             and row["status"] in ("failed", "skipped", "crashed"))
+             and row["status"] in ("failed", "skipped", "crashed", "timeout", "lost"))
     if never:
         why = row.get("error") or row["status"]
-        return (f"mdcron: run {row['id']} of {row['task_id']} never started, so it has no log:"
-                f" {why}")
+        verb = "was skipped" if row["status"] == "skipped" else "never started"
+        return f"mdcron: run {row['id']} of {row['task_id']} {verb}, so it has no log: {why}"
     return (f"mdcron: the log {row['log_path']} of run {row['id']} is gone (deleted by hand or"
             " by retention); its last lines were:")
 
