@@ -227,14 +227,14 @@ def resolve_reenabled(store: Store, now: float) -> None:
 
 
 def finish_tick(store: Store, config: Config, now: float, failed: bool,
-                environ: Mapping[str, str], say: Say) -> None:
+                environ: Mapping[str, str], say: Say, failing: set[str] | None = None) -> None:
     """Send what the outbox holds, then tell the dead man's switch we are alive. A tick with
     an empty outbox and no heartbeat does not even import the notification code."""
     if not store.outbox_waiting() and not config.heartbeat_url:
         return
     from .notify import flush, heartbeat
 
-    report = flush(store, config, now, environ)
+    report = flush(store, config, now, environ, failing)
     for line in report.errors:
         say(f"mdcron: notification: {line}")
     error = heartbeat(config, failed, environ)
@@ -243,12 +243,12 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
 
 
 def flush_now(store: Store, config: Config, now: float, environ: Mapping[str, str],
-              say: Say) -> None:
+              say: Say, failing: set[str] | None = None) -> None:
     """Send what the outbox holds now (a forced alert must not wait for the end of the tick).
     Concurrent flushes are safe: each message is claimed before it is sent."""
     from .notify import flush
 
-    for line in flush(store, config, now, environ).errors:
+    for line in flush(store, config, now, environ, failing).errors:
         say(f"mdcron: notification: {line}")
 
 

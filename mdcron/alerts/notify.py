@@ -20,9 +20,10 @@ The tick calls `enqueue` for each alert as it happens (no network) and `flush` o
   next_attempt_at forward by a lease, so two ticks never send one message twice (a tick killed
   mid-send leaves the message to be tried again when the lease ends). A failure retries after
   1, 2, 4 … minutes (capped at 60); after `max_attempts`, or at once for a permanent error (an
-  unset ${VAR}, a URL apprise cannot use), the message is `dead` and kept. After one failure, a
-  flush leaves that destination's other messages for the next flush, so a dead endpoint costs
-  one timeout per tick. Nothing in `flush` or `heartbeat` raises.
+  unset ${VAR}, a URL apprise cannot use), the message is `dead` and kept. After one failure,
+  the flushes of the same tick (each ladder's, then the tick's: they share `failing`) leave
+  that destination's other messages for a later tick, so a dead endpoint costs one timeout per
+  tick. Nothing in `flush` or `heartbeat` raises.
 
 - **Deadline**: a message that has not gone within SEND_TIMEOUT (15 s) wall-clock fails with "no
   answer within 15 s" and is retried like any failure, however its destination paces its
@@ -163,7 +164,7 @@ def _collapsed_note(count: int, what: str, since: float, now: float, zone: Any) 
 
 
 def flush(store: Store, config: Config | NotifyConfig, now: float | datetime,
-          environ: Mapping[str, str]) -> FlushReport:
+          environ: Mapping[str, str], failing: set[str] | None = None) -> FlushReport:
     """Release held messages as digests when quiet hours are over, then send every pending
     message that is due. Never raises: problems come back in the report."""
     report = FlushReport()
@@ -174,7 +175,7 @@ def flush(store: Store, config: Config | NotifyConfig, now: float | datetime,
         quiet = cfg.quiet_hours
         if quiet is None or not quiet.contains(datetime.fromtimestamp(ts, zone)):
             report.digests = _release_held(store, ts, zone)
-        _send_due(store, cfg, ts, environ, report)
+        _send_due(store, cfg, ts, environ, report, failing)
     except Exception as exc:  # the database, most likely; alerts must not end the tick
         report.errors.append(f"notifications not flushed: {type(exc).__name__}: {exc}")
     return report
@@ -210,9 +211,11 @@ def _digest_body(items: list[outbox.Held], zone: Any) -> str:
 
 
 def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
-              report: FlushReport) -> None:
+              report: FlushReport, failing: set[str] | None = None) -> None:
+    """`failing`: destinations that failed earlier in this tick (shared by its flushes: each
+    ladder's own, then the tick's), left alone now; this flush's failures are added."""
     due = store.due_messages(ts)
-    failing: set[str] = set()
+    failing = set() if failing is None else failing
     with Courier(SEND_TIMEOUT) as courier:  # its child starts with the first message sent
         for message_id, destination in due:
             if _send_one(store, cfg, ts, environ, report, courier, failing, message_id,

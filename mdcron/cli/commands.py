@@ -145,7 +145,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
             # each chained ladder's alerts came as it ended (dispatch.after_one)
             run_chain_after_manual(ctx, store, healer, print, started_by=run_id)
-        finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
+        finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print,
+                    ctx.failed_destinations)
     return OK if outcome.final.ok else PROBLEM
 
 

@@ -108,7 +108,7 @@ def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
     after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
     if (outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT
             or outcome.lost or store.due_messages(now)):
-        flush_now(store, ctx.config, now, ctx.environ, say)
+        flush_now(store, ctx.config, now, ctx.environ, say, ctx.failed_destinations)
 
 
 def read_comments(ctx: RunContext, store: Store,

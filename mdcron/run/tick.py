@@ -266,7 +266,8 @@ def run_tick(
                                        healer):
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
-        _aftermath(store, config, report, clock.now(), ctx.environ, say)
+        _aftermath(store, config, report, clock.now(), ctx.environ, say,
+                   ctx.failed_destinations)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
@@ -323,7 +324,8 @@ def default_healer(config: Config, environ: dict[str, str], store: Store,
 
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
-               environ: dict[str, str], say: Callable[[str], None]) -> None:
+               environ: dict[str, str], say: Callable[[str], None],
+               failing: set[str] | None = None) -> None:
     """The outbox and the heartbeat (each ladder's alerts came when it ended, in after_one;
     recovered runs' before the runs)."""
     from ..alerts.after_run import finish_tick, resolve_reenabled
@@ -336,7 +338,7 @@ def _aftermath(store: Store, config: Config, report: TickReport, now: float,
             alert_problems(store, config, report.problems, now)
         except Exception as exc:  # alerts never fail the tick
             say(f"mdcron: could not record the task-file alerts: {exc!r}")
-    finish_tick(store, config, now, report.exit_code != 0, environ, say)
+    finish_tick(store, config, now, report.exit_code != 0, environ, say, failing)
 
 
 def _problems_changed(store: Store, problems: list[Problem]) -> bool:
