@@ -185,3 +185,26 @@ def test_a_skipped_downstream_alerts_only_with_notify_on_always(home, write_task
     assert titles == ["mdcron: loud (loud) skipped"]
     [body] = [b for b in http_sink.bodies() if isinstance(b, dict)]
     assert "upstream extract failed at 09:00 (exit 3)" in body["message"]
+
+
+def test_run_of_a_chain_head_prints_each_run_in_order_and_notes_who_started_them(
+        home, write_task, http_sink):
+    """Issue 25: `run extract` prints extract's run, then each downstream's, with run numbers;
+    the downstream rows say the manual run started them; a failing downstream alerts once."""
+    (home / "scheduler.yaml").write_text(
+        f"notify:\n  destinations:\n    ops: \"{http_sink.json_url('/hook')}\"\n  default: ops\n")
+    write_task("extract", schedule="0 9 * * *", timezone="UTC", command="echo e")
+    write_task("transform", schedule="after extract", command="echo t")
+    write_task("load", schedule="after transform", command="exit 4", self_heal=False)
+    done = run_cli(home, "run", "extract")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("run ")]
+    assert [line.split(": ")[1] for line in lines] == ["extract", "transform", "load"], done.stdout
+    assert [line.split(":")[0] for line in lines] == ["run 1", "run 2", "run 3"], done.stdout
+    history = {r["task_id"]: r for r in json.loads(run_cli(home, "history", "--json").stdout)}
+    assert history["extract"]["note"] is None
+    for task_id in ("transform", "load"):
+        assert history[task_id]["note"] == "started by manual run 1", history[task_id]
+    assert history["load"]["status"] == "failed"
+    alerts = [b for b in http_sink.bodies() if "load" in json.dumps(b)]
+    assert len(alerts) == 1, alerts

@@ -48,8 +48,6 @@ def test_an_own_home_without_prompts_heals(tmp_path, http_sink, fake_claude):
 
 
 CASES = {
-    "no key": ("", True, False, "self-heal not attempted: no ANTHROPIC_API_KEY"),
-    "self_heal false": ("", False, True, "self-heal not attempted: self_heal: false"),
     "budget": ("  max_heals_per_day: 0\n", True, True,
                "self-heal not attempted: job was healed 0 time(s) in the last 24 h"),
     "broken override": ("", True, True, "unknown placeholder $oops"),
@@ -95,3 +93,23 @@ def test_comments_left_unread_say_why(home, write_task, fake_claude, with_key):
     assert row["status"] == "success" and "comments left unread: " in row["note"]
     assert said in row["note"]
     assert "comments left unread" in " ".join(run_cli(home, "show", "report").stdout.split())
+
+
+@pytest.mark.parametrize("with_key,self_heal", [(False, True), (True, False), (False, False)])
+def test_no_heal_note_where_self_heal_is_not_set_up(home, http_sink, fake_claude, with_key,
+                                                   self_heal):
+    """Issue 25: without a key (or with self_heal: false) a failure row does not repeat "set
+    it to enable self-heal"; `doctor` says it once, and `show` of a self_heal task."""
+    make_home(home, http_sink, "", self_heal)
+    env = fake_claude.environ if with_key else {}
+    tick_twice(home, env)
+    [row] = json.loads(run_cli(home, "history", "--json").stdout)
+    assert row["error"] == "exit 3" and row["note"] is None
+    assert "self-heal" not in run_cli(home, "history").stdout
+    [alert] = http_sink.bodies()
+    assert "self-heal not attempted" not in alert["message"]
+    show = " ".join(run_cli(home, "show", "job", env=env).stdout.split())
+    assert ("self-heal off: ANTHROPIC_API_KEY is not set" in show) == (self_heal and not with_key)
+    if not with_key:
+        doctor = " ".join(run_cli(home, "doctor").stdout.split())
+        assert doctor.count("no self-heal") == 1

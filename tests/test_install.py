@@ -109,3 +109,27 @@ def test_systemd_units_verify_and_uninstall_removes_them(home, tmp_path, timer):
                           text=True, env=env)
     assert gone.returncode == 0, gone.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_install_keeps_a_hand_added_exit_zero_and_offers_it(home, crontab_ns):
+    """Issue 25: re-running `install --cron` keeps `--exit-zero` someone added to the line;
+    `install --cron --exit-zero` writes it; the tick line still runs (doctor: ok)."""
+    run, _spool = crontab_ns
+    cli = [sys.executable, str(SCHEDULER), "--home", str(home)]
+    assert run(*cli, "install", "--cron").returncode == 0
+    listing = run("crontab", "-l").stdout
+    plain = crontab_line.line_for(str(home), {"PATH": _env()["PATH"]})
+    edited = listing.replace(" tick >> ", " tick --exit-zero >> ")
+    assert edited != listing
+    assert run("sh", "-c", f"cat <<'EOF' | crontab -\n{edited}EOF").returncode == 0
+    again = run(*cli, "install", "--cron")
+    assert again.returncode == 0, again.stderr
+    assert run("crontab", "-l").stdout == edited, again.stdout
+    doctor = {c["check"]: c for c in json.loads(run(*cli, "doctor", "--json").stdout)}
+    assert doctor["crontab"]["status"] == "ok", doctor["crontab"]
+    assert run(*cli, "uninstall", "--cron").returncode == 0
+    offered = run(*cli, "install", "--cron", "--exit-zero")
+    assert offered.returncode == 0, offered.stderr
+    line = run("crontab", "-l").stdout.splitlines()[-1]
+    assert line == plain.replace(" tick >> ", " tick --exit-zero >> ")
+    assert crontab_line.exit_zero(line) and not crontab_line.exit_zero(plain)

@@ -7,6 +7,8 @@ import sqlite3
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from mdcron.schedule.once_per import period_start, skip_reason
 
 
@@ -37,8 +39,8 @@ def test_once_per_day_tries_hourly_until_first_success_then_skips(home, write_ta
     assert ("once_per: day: already succeeded today (slot 2026-11-23 08:00): slots until the"
             " day ends are skipped") in why
     got = [(r["status"], r["error"]) for r in rows(home, "fetch") if r["kind"] == "run"]
-    assert [s for s, _ in got] == ["failed", "failed", "success", "skipped", "skipped",
-                                   "skipped"]
+    # issue 25: the period's skip is recorded once, not for every later slot
+    assert [s for s, _ in got] == ["failed", "failed", "success", "skipped"]
     assert got[3][1] == "already succeeded today (slot 2026-11-23 08:00)"
     # the next day (in Riga) tries again
     assert cli("tick", "--now", "2026-11-24T06:00:00+02:00").returncode == 1
@@ -63,3 +65,58 @@ def test_period_boundaries_in_the_tasks_zone():
     assert skip_reason(at, late, ZoneInfo("UTC"), "day") is None
     assert skip_reason(at, None, riga, "week") is None
     assert skip_reason(late, at, riga, "day") is None  # a success after the slot: not before it
+
+
+def test_frequent_once_per_day_skip_is_said_once_and_dry_run_and_why_agree(home, write_task,
+                                                                          cli):
+    """Issue 25: every minute, once a day: one skipped row and one log line for the day, not
+    1,440; `tick --dry-run` and `why` say "skip" where the tick skips."""
+    write_task("daily", schedule="* * * * *", timezone="UTC", once_per="day", command="true")
+    assert cli("tick", "--now", "2026-11-23T05:59:00+00:00").returncode == 0  # first seen
+    lines = []
+    for minute in range(6):
+        done = cli("tick", "--now", f"2026-11-23T06:0{minute}:00+00:00")
+        assert done.returncode == 0, done.stderr
+        lines.append(done.stdout + done.stderr)
+    got = [(r["status"], r["scheduled_for"]) for r in rows(home, "daily")]
+    assert [s for s, _ in got] == ["success", "skipped"], got  # 05:59, then 06:00
+    assert "already succeeded today" in lines[0]
+    assert not any("daily" in text for text in lines[1:]), lines
+    at = "2026-11-23T06:07:00+00:00"
+    dry = cli("tick", "--dry-run", "--now", at).stdout
+    assert "daily: would skip" in dry and "already succeeded today" in dry, dry
+    why = cli("why", "daily", "--at", at).stdout
+    assert "decision: skipped — already succeeded today" in why, why
+    assert cli("tick", "--now", at).returncode == 0
+    assert len(rows(home, "daily")) == 2  # the tick agreed: passed quietly
+    # the next day runs once again, then is skipped once again
+    for minute in range(3):
+        cli("tick", "--now", f"2026-11-24T00:0{minute}:00+00:00")
+    assert [r["status"] for r in rows(home, "daily")][2:] == ["success", "skipped"]
+
+
+@pytest.fixture
+def store(tmp_path, state_url):  # both back ends (issue 11)
+    from mdcron.state.store import Store
+
+    with Store(tmp_path / "state" / "mdcron.db", url=state_url) as s:
+        yield s
+
+
+def test_a_quiet_pass_advances_the_slot_once_and_the_said_skip_is_found(store):
+    """The store's two steps behind issue 25's once-per-period skip, on SQLite and PostgreSQL:
+    `pass_slots` is a check-and-set on last_slot (of two passes one wins), `last_skipped` finds
+    the skip already recorded."""
+    from mdcron.state.runs import Owner
+
+    owner = Owner(pid=4242, start=1, boot="boot")
+    t0 = 1_795_000_000.0
+    store.observe([("daily", True, "/t/daily.md")], t0)
+    store.claim_slots([("daily", t0, "already succeeded today (slot x)", "/t/daily.md"),
+                       ("daily", t0 - 60, "previous run still running", "/t/daily.md")],
+                      t0, owner)
+    assert store.last_skipped(["daily", "other"], "already succeeded ") == {"daily": t0}
+    assert store.pass_slots([("daily", t0 + 60)]) == {("daily", t0 + 60)}
+    assert store.pass_slots([("daily", t0 + 60)]) == set()  # already passed: not again
+    assert store.task_state("daily").last_slot == t0 + 60
+    assert len(store.history(10, "daily")) == 2  # no row for the pass

@@ -44,6 +44,7 @@ class Event:
     ladder: str = ""  # 'run failed (exit 1) → retry failed (exit 1)'
     next_step: str = ""  # what happens next, in words
     diff: str = ""  # a heal's diff, when it matters
+    took: float | None = -1.0  # the run's duration when it differs from result's; None: unknown
 
 
 def events_for(outcome, was_alerted: bool) -> list[Event]:  # outcome: ladder.LadderOutcome
@@ -93,9 +94,10 @@ def render(event: Event) -> tuple[str, str]:
         "crashed": "crashed", "lost": "lost (its host stopped renewing its lease)",
     }.get(event.kind, event.kind)
     title = f"mdcron: {task.title} ({task.id}) {headline}"
+    took = result.duration if event.took is not None and event.took < 0 else event.took
     lines = [f"{task.title} ({task.id}): {result.outcome.value}"
              + (f" — {result.fail_reason}" if result.fail_reason else "")
-             + f", {format_duration(result.duration)}"]
+             + (f", {format_duration(took)}" if took is not None else "")]  # unknown: unsaid
     if event.ladder:
         lines.append(f"ladder: {event.ladder}")
     if event.next_step:
@@ -198,9 +200,12 @@ def after_recovery(store: Store, config: Config, recovered: list, now: float,
         kind = status.value
         if task.notify_on == "never":  # both are forced otherwise, as a timeout of a ladder
             continue
+        row = store.run(r.run_id) or {}
+        took = (float(row["duration_ms"]) / 1000  # type: ignore[arg-type]
+                if row.get("duration_ms") is not None else None)  # ended unobserved: unknown
         try:
             _emit(store, config, Event(kind, task, result, next_step="the next fire runs as"
-                                       " usual"), now, environ, say)
+                                       " usual", took=took), now, environ, say)
             store.set_alerted(task.id, True)
         except Exception as exc:
             say(f"mdcron: could not record alerts for {task.id}: {exc!r}")
@@ -222,14 +227,14 @@ def resolve_reenabled(store: Store, now: float) -> None:
 
 
 def finish_tick(store: Store, config: Config, now: float, failed: bool,
-                environ: Mapping[str, str], say: Say) -> None:
+                environ: Mapping[str, str], say: Say, failing: set[str] | None = None) -> None:
     """Send what the outbox holds, then tell the dead man's switch we are alive. A tick with
     an empty outbox and no heartbeat does not even import the notification code."""
     if not store.outbox_waiting() and not config.heartbeat_url:
         return
     from .notify import flush, heartbeat
 
-    report = flush(store, config, now, environ)
+    report = flush(store, config, now, environ, failing)
     for line in report.errors:
         say(f"mdcron: notification: {line}")
     error = heartbeat(config, failed, environ)
@@ -238,12 +243,12 @@ def finish_tick(store: Store, config: Config, now: float, failed: bool,
 
 
 def flush_now(store: Store, config: Config, now: float, environ: Mapping[str, str],
-              say: Say) -> None:
+              say: Say, failing: set[str] | None = None) -> None:
     """Send what the outbox holds now (a forced alert must not wait for the end of the tick).
     Concurrent flushes are safe: each message is claimed before it is sent."""
     from .notify import flush
 
-    for line in flush(store, config, now, environ).errors:
+    for line in flush(store, config, now, environ, failing).errors:
         say(f"mdcron: notification: {line}")
 
 

@@ -50,11 +50,14 @@ class Courier:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, url: str, title: str, body: str) -> tuple[str, bool] | None:
+    def send(self, url: str, title: str, body: str,
+             kind: str = "info") -> tuple[str, bool] | None:
+        """`kind`: apprise's notify type (info, success, warning, failure)."""
         import json  # lazy: only when a message is sent
 
         deadline = time.monotonic() + self.timeout
-        request = {"url": url, "title": title, "body": body, "timeout": self.timeout}
+        request = {"url": url, "title": title, "body": body, "timeout": self.timeout,
+                   "type": kind}
         try:
             child = self._start()
             child.stdin.write(json.dumps(request).encode() + b"\n")
@@ -148,7 +151,8 @@ def serve() -> None:
         try:
             request = json.loads(line)
             signal.alarm(int(float(request["timeout"])) + SELF_BOUND_SLACK)
-            answer = deliver(str(request["url"]), str(request["title"]), str(request["body"]))
+            answer = deliver(str(request["url"]), str(request["title"]), str(request["body"]),
+                             str(request.get("type") or "info"))
         except Exception as exc:  # never a traceback: the parent reports the reason
             answer = {"ok": False, "reason": f"{type(exc).__name__}: {exc}"}
         signal.alarm(0)
@@ -156,7 +160,7 @@ def serve() -> None:
         out.flush()
 
 
-def deliver(url: str, title: str, body: str) -> dict[str, object]:
+def deliver(url: str, title: str, body: str, kind: str = "info") -> dict[str, object]:
     """One apprise notification; {"ok": True} or {"ok": False, "reason", "permanent"}. The reason
     is unmasked (the parent masks it)."""
     import logging  # lazy: in the child only
@@ -172,7 +176,11 @@ def deliver(url: str, title: str, body: str) -> dict[str, object]:
         return {"ok": False, "permanent": True,
                 "reason": "apprise cannot use this URL (unknown scheme or malformed token);"
                           " check it with `apprise -vv URL`"}
-    with app.notify(title=title, body=body) as result:
+    try:
+        notify_type = apprise.NotifyType(kind)
+    except ValueError:
+        notify_type = apprise.NotifyType.INFO
+    with app.notify(title=title, body=body, notify_type=notify_type) as result:
         if result:
             return {"ok": True}
         reasons = [e.message for e in result.logs() if e.level in ("WARNING", "ERROR")]

@@ -20,9 +20,10 @@ The tick calls `enqueue` for each alert as it happens (no network) and `flush` o
   next_attempt_at forward by a lease, so two ticks never send one message twice (a tick killed
   mid-send leaves the message to be tried again when the lease ends). A failure retries after
   1, 2, 4 … minutes (capped at 60); after `max_attempts`, or at once for a permanent error (an
-  unset ${VAR}, a URL apprise cannot use), the message is `dead` and kept. After one failure, a
-  flush leaves that destination's other messages for the next flush, so a dead endpoint costs
-  one timeout per tick. Nothing in `flush` or `heartbeat` raises.
+  unset ${VAR}, a URL apprise cannot use), the message is `dead` and kept. After one failure,
+  the flushes of the same tick (each ladder's, then the tick's: they share `failing`) leave
+  that destination's other messages for a later tick, so a dead endpoint costs one timeout per
+  tick. Nothing in `flush` or `heartbeat` raises.
 
 - **Deadline**: a message that has not gone within SEND_TIMEOUT (15 s) wall-clock fails with "no
   answer within 15 s" and is retried like any failure, however its destination paces its
@@ -51,6 +52,12 @@ from .heartbeat import expand_vars, mask, missing_vars
 FORCED_KINDS = frozenset({"suspended", "duplicate_id", "tick_crashed", "timeout", "lost"})
 NEVER_COLLAPSED = frozenset({"suspended", "digest"})
 RECOVERY_KINDS = frozenset({"recovered", "success", "healed"})
+# apprise's NotifyType per alert kind, so chat apps colour a suspension unlike a recovery;
+# anything else (a digest, a note) is "info"
+FAILURE_KINDS = frozenset({"failure", "suspended", "tick_crashed", "crashed", "lost",
+                           "task_file", "tasks_missing", "orphaned"})
+WARNING_KINDS = frozenset({"timeout", "duplicate_id", "skipped", "clock_back",
+                           "database_recreated"})
 SEND_TIMEOUT = 15.0  # seconds for one message, wall-clock: the courier is killed then
 LEASE = 300.0  # a claimed message is not tried by another flush for this long
 BACKOFF_BASE = 60.0
@@ -157,7 +164,7 @@ def _collapsed_note(count: int, what: str, since: float, now: float, zone: Any) 
 
 
 def flush(store: Store, config: Config | NotifyConfig, now: float | datetime,
-          environ: Mapping[str, str]) -> FlushReport:
+          environ: Mapping[str, str], failing: set[str] | None = None) -> FlushReport:
     """Release held messages as digests when quiet hours are over, then send every pending
     message that is due. Never raises: problems come back in the report."""
     report = FlushReport()
@@ -168,7 +175,7 @@ def flush(store: Store, config: Config | NotifyConfig, now: float | datetime,
         quiet = cfg.quiet_hours
         if quiet is None or not quiet.contains(datetime.fromtimestamp(ts, zone)):
             report.digests = _release_held(store, ts, zone)
-        _send_due(store, cfg, ts, environ, report)
+        _send_due(store, cfg, ts, environ, report, failing)
     except Exception as exc:  # the database, most likely; alerts must not end the tick
         report.errors.append(f"notifications not flushed: {type(exc).__name__}: {exc}")
     return report
@@ -204,14 +211,25 @@ def _digest_body(items: list[outbox.Held], zone: Any) -> str:
 
 
 def _send_due(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
-              report: FlushReport) -> None:
+              report: FlushReport, failing: set[str] | None = None) -> None:
+    """`failing`: destinations that failed earlier in this tick (shared by its flushes: each
+    ladder's own, then the tick's), left alone now; this flush's failures are added."""
     due = store.due_messages(ts)
-    failing: set[str] = set()
+    failing = set() if failing is None else failing
     with Courier(SEND_TIMEOUT) as courier:  # its child starts with the first message sent
         for message_id, destination in due:
             if _send_one(store, cfg, ts, environ, report, courier, failing, message_id,
                          destination):
                 failing.add(destination)
+
+
+def notify_type(kind: str) -> str:
+    """Pure: apprise's NotifyType value for an alert kind (failure, warning, success, info)."""
+    if kind in FAILURE_KINDS:
+        return "failure"
+    if kind in WARNING_KINDS:
+        return "warning"
+    return "success" if kind in RECOVERY_KINDS else "info"
 
 
 def _send_one(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, str],
@@ -225,9 +243,9 @@ def _send_one(store: Store, cfg: NotifyConfig, ts: float, environ: Mapping[str, 
     claimed = store.claim_message(message_id, ts, LEASE)
     if claimed is None:
         return False  # another flush has it
-    title, body, attempts = claimed
+    title, body, attempts, kind = claimed
     try:
-        send(cfg, destination, title, body, environ, courier)
+        send(cfg, destination, title, body, environ, courier, notify_type(kind))
     except DeliveryError as exc:
         _record_failure(store, cfg, message_id, destination, attempts, exc, ts, report)
         return True
@@ -275,7 +293,8 @@ def expand(template: str, environ: Mapping[str, str]) -> tuple[str, list[str]]:
 
 
 def send(cfg: NotifyConfig, destination: str, title: str, body: str,
-         environ: Mapping[str, str], courier: Courier | None = None) -> None:
+         environ: Mapping[str, str], courier: Courier | None = None,
+         kind: str = "info") -> None:
     """Deliver one message now through apprise (in `courier`'s child, or a child of its own);
     DeliveryError (masked) when it does not go within SEND_TIMEOUT."""
     template = cfg.destinations.get(destination)
@@ -286,9 +305,9 @@ def send(cfg: NotifyConfig, destination: str, title: str, body: str,
     url, values = expand(template, environ)
     if courier is None:
         with Courier(SEND_TIMEOUT) as own:
-            return send(cfg, destination, title, body, environ, own)
+            return send(cfg, destination, title, body, environ, own, kind)
     try:
-        failure = courier.send(url, title, body)
+        failure = courier.send(url, title, body, kind)
     except CourierTimeout:
         raise DeliveryError(f"no answer within {courier.timeout:g} s") from None
     except Exception as exc:  # starting the child failed (no fork, no memory): try later

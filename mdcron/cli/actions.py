@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..core.clock import minute_floor
 from ..core.private_files import open_private
 from ..schedule.cache import load_task_set
 from ..schedule.held import lift
@@ -42,9 +43,11 @@ def load_task(config: Config, task_id: str) -> Task:
 
 
 def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None, now: float,
-                until: float | None = None) -> Task:
+                until: float | None = None, since: float | None = None) -> Task:
     """`enable` / `disable [--reason] [--until]`: edit the file (only those keys), record the
-    state; a pause with `until` ends by itself (resume_due below, called by the tick)."""
+    state; a pause with `until` ends by itself (resume_due below, called by the tick).
+    Enabling resolves the task's open incidents (a suspension, a timeout) and starts its
+    count of failures afresh; fires before `since` (default `now`) are not run."""
     if until is not None and until <= now:
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
@@ -55,9 +58,12 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
         if not (enabled and task.enabled):  # else: the file already says so (held.py)
             raise ActionError(f"could not write {task.path}: {exc.strerror or exc}") from None
     with state_store(config) as store:
-        store.set_enabled(task.id, enabled, now)
+        store.set_enabled(task.id, enabled, now, since=since)
         if enabled:
             lift(store, task.id)  # a suspension the file could not take (issue 22)
+            from ..alerts.incidents import resolve_for_task  # lazy: the tick loads actions
+
+            resolve_for_task(store, task.id, now, "re-enabled")
     set_pause(str(config.home), task.id, until, str(task.path) if until is not None else None)
     return task
 
@@ -89,7 +95,8 @@ def resume_due(config: Config, now: float) -> list[str]:
     lines = []
     for task_id in due:
         try:
-            task = set_enabled(config, task_id, True, None, now)
+            # from the tick's minute, as before: the fire at the pause's end still runs
+            task = set_enabled(config, task_id, True, None, now, since=minute_floor(now))
             lines.append(f"{task.id}: pause over, enabled again in {task.path}")
         except ActionError as exc:
             lines.append(f"mdcron: could not end the pause of {task_id}: {exc}")

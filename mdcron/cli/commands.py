@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
-from ..core import safe_fs
 from ..core.clock import to_dt
 from ..core.problems import Problem
 from ..core.units import format_duration
@@ -39,10 +38,14 @@ from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     from ..run.tick import run_tick
+    from ..run.tick_log_size import keep_small
     from ..run.ticklog import TickLog
 
     clock, read_as = typed_clock(args.now, "--now", config.timezone, "the config's zone")
+    rotated = None if args.dry_run else keep_small(config.home)  # before any line is written
     say = TickLog(fmt=getattr(args, "log_format", "text"))  # every line: time, tick id
+    if rotated:
+        say(rotated)
     if read_as:
         say(read_as)
 
@@ -70,10 +73,11 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         from ..alerts.after_run import duplicate_ids  # imported here: not before a task starts
 
         duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
-    for problem in report.problems if report.problems_changed else ():
-        if problem.severity == "error":
-            skipped = "" if problem.path == config.tasks_dir else " (task skipped)"
-            say.error(f"mdcron: {problem}{skipped}")
+    if report.problems_changed and not report.problems_said:  # run_tick said them if it ran
+        from ..run.tick import problem_lines
+
+        for line in problem_lines(config, report.problems):
+            say.error(line)
     if report.duplicates:
         from ..tasks.id_lines import located  # issue 25: both files, at their id line
 
@@ -140,18 +144,18 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
                                      trigger="manual-no-chain" if no_chain else "manual")
         # the same ladder, alerts and incidents as a scheduled run
         after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
-        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now
+        print(f"run {run_id}: " + describe_outcome(outcome), flush=True)  # before its chain
+        if outcome.final.log_path:
+            print(f"log: {outcome.final.log_path}", flush=True)
+        if outcome.final.ok and not no_chain:  # issue 12: its chain runs now, in order
             from ..schedule.chains import run_chain_after_manual
 
-            for chained in run_chain_after_manual(ctx, store, healer, print):
-                after_ladder(store, config, chained, clock.now(), ctx.environ, print)
+            run_chain_after_manual(ctx, store, healer, print, started_by=run_id)
         from ..run.pings import wait_all  # lazy: as the ladder; issue 26: ping_url
 
         wait_all(print)  # the task's pings, each within its deadline
-        finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print)
-    print(f"run {run_id}: " + describe_outcome(outcome))
-    if outcome.final.log_path:
-        print(f"log: {outcome.final.log_path}")
+        finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print,
+                    ctx.failed_destinations)
     return OK if outcome.final.ok else PROBLEM
 
 
@@ -248,6 +252,10 @@ def _claude_notes(config: Config) -> list[str]:
         return [f"ANTHROPIC_API_KEY is not set: Claude tasks ({', '.join(claude)}) will fail,"
                 " self-heal is off and comments stay unread"]
     return []
+
+
+NO_KEY_HEAL = ("ANTHROPIC_API_KEY is not set: failures are not healed (set it where the tick"
+               " runs; `doctor` says how)")
 
 
 def _history_json(row: dict) -> dict:
@@ -479,6 +487,8 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     lines = show_lines(task, config, resolve_zone(zone_name(task, config)),
                        zone_name(task, config), state, runs, now, _error_text,
                        terminal_width() if sys.stdout.isatty() else 0)
+    if task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip():
+        lines.insert(3, f"{'self-heal':12}off: {NO_KEY_HEAL}")  # here, not on every failure
     if hold is not None:
         from ..schedule.held import describe
 
@@ -500,36 +510,17 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_logs(config: Config, args: argparse.Namespace) -> int:
-    row = None
-    if config.state_exists:
-        with state_store(config) as store:
-            if args.run is not None:
-                row = store.run(args.run)
-                if row and row["task_id"] != args.id:
-                    row = None
-            else:
-                row = next((r for r in store.history(50, args.id) if r["log_path"]), None)
-    if row is None and args.run is None and not _has_runs(config, args.id):
+    from .logs import show_log
+
+    if args.run is None and not _has_runs(config, args.id):
         _load_task(config, args.id)  # an unknown id: the one message (ids.py), exit 2
-    if row is None or not row.get("log_path"):
-        print(f"mdcron: no log recorded for {args.id}" + (f" run {args.run}" if args.run else ""),
-              file=sys.stderr)
-        return PROBLEM
-    path = Path(str(row["log_path"]))
-    if not path.exists():
-        print(f"mdcron: the log {path} is gone (retention?); its last lines were:",
-              file=sys.stderr)
-        print(row.get("output_tail") or "")
-        return PROBLEM
-    try:  # not followed, never waited on (a FIFO in a log's place)
-        fd = safe_fs.open_at(None, str(path), os.O_RDONLY)
-    except OSError as exc:
-        print(f"mdcron: cannot read the log: {exc}", file=sys.stderr)
-        return PROBLEM
-    with os.fdopen(fd, "rb") as fh:
-        for chunk in iter(lambda: fh.read(65536), b""):
-            sys.stdout.buffer.write(chunk)
-    return OK
+    task = None
+    if getattr(args, "follow", False):
+        from ..schedule.cache import load_task_set
+
+        task = load_task_set(config).get(args.id)  # its timeout bounds the follow
+    timeout = task.timeout if task is not None else 600.0
+    return show_log(config, args.id, args.run, getattr(args, "follow", False), timeout)
 
 
 def _has_runs(config: Config, task_id: str) -> bool:
@@ -751,7 +742,8 @@ def cmd_install(config: Config, args: argparse.Namespace) -> int:
 
     try:
         if args.cron:
-            print(install_cron(config.home, os.environ, args.print))
+            print(install_cron(config.home, os.environ, args.print,
+                               getattr(args, "exit_zero", False)))
         else:
             units = systemd_units(config.home, os.environ, args.user, args.timer,
                                   config.stop_grace, config.kill_grace)

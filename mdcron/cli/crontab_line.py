@@ -23,8 +23,9 @@ LOG = "logs/tick.log"
 
 
 def render(home: str, python: str, script: str = "scheduler.py",
-           path: str | None = None) -> str:
-    """`* * * * * cd HOME && [PATH=…] MDCRON_HOME=HOME exec PYTHON SCRIPT tick >> LOG 2>&1`.
+           path: str | None = None, exit_zero: bool = False) -> str:
+    """`* * * * * cd HOME && [PATH=…] MDCRON_HOME=HOME exec PYTHON SCRIPT tick >> LOG 2>&1`
+    (`tick --exit-zero` with `exit_zero`: a failed task does not make cron mail).
 
     `cd` first so relative paths and the log land in the home; MDCRON_HOME on the command (not
     a crontab-wide variable) so other lines of the crontab are untouched; PATH only when given
@@ -33,7 +34,7 @@ def render(home: str, python: str, script: str = "scheduler.py",
     environment (procguard.py)."""
     env = ([f"PATH={shlex.quote(path)}"] if path else []) + [f"MDCRON_HOME={shlex.quote(home)}"]
     command = (f"cd {shlex.quote(home)} && {' '.join(env)} exec {shlex.quote(python)}"
-               f" {shlex.quote(script)} tick >> {LOG} 2>&1")
+               f" {shlex.quote(script)} tick{' --exit-zero' if exit_zero else ''} >> {LOG} 2>&1")
     return f"{SCHEDULE} {_escape_percent(command)}"
 
 
@@ -199,10 +200,20 @@ def resolve_python(tick: TickLine, environ: Mapping[str, str]) -> str:
     return shutil.which(tick.python, path=search) or tick.python
 
 
-def line_for(home: str, environ: Mapping[str, str]) -> str:
+def exit_zero(line: str) -> bool:
+    """Whether this crontab line's tick has `--exit-zero` (install keeps a hand-added one)."""
+    command = command_part(line)
+    try:
+        words = shlex.split(_unescape_percent(command or ""))
+    except ValueError:
+        return False
+    return "tick" in words and "--exit-zero" in words[words.index("tick"):]
+
+
+def line_for(home: str, environ: Mapping[str, str], exit_zero: bool = False) -> str:
     """The line for this home, this interpreter and this checkout, with the caller's PATH:
     what `install --cron` writes and `doctor` suggests."""
     code = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     script = "scheduler.py" if os.path.realpath(code) == os.path.realpath(home) else os.path.join(
         code, "scheduler.py")
-    return render(home, sys.executable, script, environ.get("PATH") or None)
+    return render(home, sys.executable, script, environ.get("PATH") or None, exit_zero)

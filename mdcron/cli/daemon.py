@@ -279,8 +279,11 @@ class Daemon:
             return
         minute = minute_of(wall)
         self.ticks[process.pid] = TickChild(process, minute, wall, time.monotonic())
-        self.log("tick started", pid=process.pid, minute=_minute_text(minute),
-                 late=f"{wall - minute * 60:.3f}s", reason=reason, running=len(self.ticks))
+        # `late` only for a minute's own tick: the first one (started mid-minute) or one after
+        # a clock step is not late, it is for the minute the daemon found itself in
+        late = {"late": f"{wall - minute * 60:.3f}s"} if reason == "minute" else {}
+        self.log("tick started", pid=process.pid, minute=_minute_text(minute), **late,
+                 reason=reason, running=len(self.ticks))
         self.lock.update(last_tick=wall, last_tick_pid=process.pid)
 
     def reap(self) -> None:

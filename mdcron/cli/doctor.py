@@ -104,7 +104,7 @@ def send_now(cfg: NotifyConfig, title: str, body: str,
     for name in targets:
         where = f"{name!r} ({scheme_of(cfg.destinations.get(name, ''))})"
         try:
-            send(cfg, name, title, body, environ)
+            send(cfg, name, title, body, environ, kind="failure")
             lines.append(f"alert sent to {where}")
         except DeliveryError as exc:
             lines.append(f"alert to {where} failed: {exc}")
@@ -214,11 +214,13 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
     checks.append(state_check(config) if config is not None and config.state_url
                   else database_check(home))
     checks.append(_last_tick(home, now))
-    checks += _crontab_or_daemon(home, environ, now)
+    ticker = _crontab_or_daemon(home, environ, now)
+    checks += ticker
     from .doctor_units import unit_checks  # lazy: issue 25, only what systemd units need
 
     checks += [Check("systemd", *found) for found in unit_checks(home, environ)]
-    checks.append(_api_key(home, config, environ))
+    daemon = any(c.name == "daemon" and c.status == "ok" for c in ticker)
+    checks.append(_api_key(home, config, environ, daemon))
     if config is not None:
         checks.append(_tasks(config))
         checks.append(_task_users(config))
@@ -544,7 +546,9 @@ def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
                                dict(environ))
 
 
-def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> Check:
+def _api_key(home: Path, config: Config | None, environ: Mapping[str, str],
+             daemon: bool = False) -> Check:
+    """`daemon`: the ticks come from a running daemon (they get its environment), not cron."""
     if (environ.get("ANTHROPIC_API_KEY") or "").strip():
         return Check("api key", "ok", "ANTHROPIC_API_KEY is set (not shown)")
     claude = []
@@ -552,7 +556,10 @@ def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> C
         from ..schedule.cache import load_task_set
 
         claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
-    fix = "set ANTHROPIC_API_KEY=… at the top of the crontab (cron passes it to the tick)"
+    fix = ("set ANTHROPIC_API_KEY in the daemon's environment and restart it (systemd:"
+           " `Environment=`/`EnvironmentFile=` in its unit; docker: `-e ANTHROPIC_API_KEY`);"
+           " its ticks inherit it" if daemon else
+           "set ANTHROPIC_API_KEY=… at the top of the crontab (cron passes it to the tick)")
     if claude:
         return Check("api key", "fail", f"ANTHROPIC_API_KEY is not set: Claude tasks fail"
                      f" ({', '.join(claude)})", fix)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.private_files import open_private
+from .crontab_line import exit_zero as has_exit_zero
 from .crontab_line import line_for, parse
 
 CODE = Path(__file__).resolve().parents[2]
@@ -104,6 +105,16 @@ def add_cron_line(listing: str, home: str, line: str) -> tuple[str | None, str]:
     return _join([*lines, marker, line]), f"added the tick for {home}"
 
 
+def _installed_exit_zero(listing: str, home: str) -> bool:
+    """The line under this home's marker has `--exit-zero`."""
+    lines = listing.splitlines()
+    marker = MARKER.format(home=home)
+    if marker not in lines:
+        return False
+    at = lines.index(marker) + 1
+    return at < len(lines) and _is_ours(lines[at], home) and has_exit_zero(lines[at])
+
+
 def remove_cron_line(listing: str, home: str) -> tuple[str | None, str]:
     lines = listing.splitlines()
     marker = MARKER.format(home=home)
@@ -162,12 +173,22 @@ def _refuse_cron_values(home: Path, environ: Mapping[str, str]) -> None:
     refuse_unwritable(environ.get("PATH", ""), "PATH")
 
 
-def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool) -> str:
+def install_cron(home: Path, environ: Mapping[str, str], dry_run: bool,
+                 exit_zero: bool = False) -> str:
+    """`exit_zero`: the line's tick gets `--exit-zero`; one already on the installed line
+    (added by hand, or by an earlier `install --cron --exit-zero`) is kept (issue 25)."""
     _refuse_cron_values(home, environ)
-    line = line_for(str(home), environ)
+    try:
+        listing = read_crontab(environ)
+    except InstallError:
+        if not dry_run:
+            raise
+        listing = ""  # --print without a crontab command: the line as it would be
+    exit_zero = exit_zero or _installed_exit_zero(listing, str(home))
+    line = line_for(str(home), environ, exit_zero)
     if dry_run:
         return f"{MARKER.format(home=home)}\n{line}"
-    text, what = add_cron_line(read_crontab(environ), str(home), line)
+    text, what = add_cron_line(listing, str(home), line)
     # the line's `>> logs/tick.log` is opened by the shell before the tick can create logs/,
     # and the shell's umask (022) would make the log readable by others: create both owner-only
     # (logs/ walked from the home, never through a symlink: core/safe_fs.py)

@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd("logs", "print the output log of a task's latest run (or run N)")
     c.add_argument("id", help="the task's id (see `list`)")
     c.add_argument("--run", type=_count(2**62), metavar="N", help="run number (see history)")
+    c.add_argument("--follow", "-f", action="store_true",
+                   help="a running run: print its output as it comes, until it ends")
     c = cmd("enable", "enable a task (edits its file)")
     c.add_argument("id", help="the task's id (see `list`)")
     c = cmd("disable", "disable a task (edits its file)")
@@ -181,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--timer", action="store_true",
                    help="systemd: a .timer starting the tick each minute instead of the daemon")
     c.add_argument("--print", action="store_true", help="show what it would write; change nothing")
+    c.add_argument("--exit-zero", action="store_true", help="cron: the line's tick exits 0 when"
+                   " a task failed (no mail from cron); kept by later installs")
     c = cmd("uninstall", "remove exactly what `install` added")
     how = c.add_mutually_exclusive_group(required=True)
     how.add_argument("--cron", action="store_true", help="the crontab line `install` added")

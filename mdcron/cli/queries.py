@@ -200,6 +200,10 @@ def _decision_lines(config: Config, task: Task, state: TaskState | None, at: flo
     decision = decide(sched, now=at_dt, last_slot=last, not_before=not_before, catchup=catchup)
     verdict = {"run": "due: runs", "skip": "skipped", "wait": "not due"}[decision.action]
     reason = decision.reason
+    if decision.action == "run" and decision.slot is not None and task.once_per:
+        once = _once_per_skip(config, task, decision.slot.timestamp())  # as the tick decides
+        if once is not None:
+            verdict, reason = "skipped", f"{once} (once_per: {task.once_per})"
     same = decision.action == "wait" and reason.startswith("not due")
     lines.append(f"decision: {reason}" if same else f"decision: {verdict} — {reason}")
     if decision.action == "run" and decision.missed:
@@ -219,11 +223,7 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
         lines += [f"uses {line} (on_busy: {task.on_busy})"
                   for line in describe_holders(config, task)]
     if task.once_per:
-        last = None
-        if config.state_exists:
-            with state_store(config) as store:
-                last = last_successes(store, [task.id], at).get(task.id)
-        reason = skip_reason(at, last, schedule_zone(task, config), task.once_per)
+        reason = _once_per_skip(config, task, at)
         lines.append(f"once_per: {task.once_per}: " + (
             f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
             f"no success yet this {task.once_per}: slots run until one succeeds"))
@@ -247,3 +247,12 @@ def outside_lines(task: Task) -> list[str]:
         lines.append(f"pings: {scheme}://{host}/… at the start (/start) and the end (the URL"
                      " on success, /fail or /<exit code> on failure)")
     return lines
+
+
+def _once_per_skip(config: Config, task: Task, slot: float) -> str | None:
+    """once_per.py's reason to skip `slot` (a success already this period), or None."""
+    last = None
+    if config.state_exists:
+        with state_store(config) as store:
+            last = last_successes(store, [task.id], slot).get(task.id)
+    return skip_reason(slot, last, schedule_zone(task, config), task.once_per or "day")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..claude.client import run_claude_task
@@ -48,6 +48,8 @@ class RunContext:
     inherit_fds: tuple[int, ...] = ()  # resource units the task's process holds too (issue 12)
     extra_env: tuple[tuple[str, str], ...] = ()  # set by mdcron, e.g. MDCRON_BUSY_RESOURCES
     record_units: Callable[[LockInfo], None] | None = None  # the units' records (issue 12)
+    # alert destinations whose delivery failed in this tick: its later flushes skip them
+    failed_destinations: set[str] = field(default_factory=set)
 
 
 def current_owner() -> Owner:

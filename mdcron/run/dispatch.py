@@ -33,6 +33,7 @@ class Planned:
     slot: float
     reason: str
     missed: int = 0
+    quiet: bool = False  # a skip said once already (once_per.py): passed without a row
 
 
 def run_all(
@@ -98,15 +99,16 @@ def run_one(ctx: RunContext, item: tuple[Task, int], say: Callable[[str], None],
 def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
                say: Callable[[str], None]) -> None:
     """This ladder's alerts and incidents as soon as it ends, on this thread's own connection,
-    not when the slowest task of the tick ends; forced ones (timeout, suspension) are sent at
-    once, so a tick killed while another task still runs has already delivered them."""
+    not when the slowest task of the tick ends: sent at once, ordinary ones as well as forced
+    ones (issue 25), so a tick killed while another task still runs has already delivered
+    them. Quiet hours still hold the ordinary ones (notify.flush)."""
     from ..alerts.after_run import after_ladder, flush_now
 
     now = ctx.clock.now()
     after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
     if (outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT
-            or outcome.lost):
-        flush_now(store, ctx.config, now, ctx.environ, say)
+            or outcome.lost or store.due_messages(now)):
+        flush_now(store, ctx.config, now, ctx.environ, say, ctx.failed_destinations)
 
 
 def read_comments(ctx: RunContext, store: Store,

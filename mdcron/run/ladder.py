@@ -221,14 +221,17 @@ def climb(
 
 def heal_note(task: Task, final: RunResult, heals: int, heal_reason: str | None,
               on_probation: bool, deadline_passed: bool) -> str | None:
-    """'self-heal not attempted: <why>' for a failure the ladder leaves unhealed, so history,
-    `show` and the alert say why (no key, self_heal: false, a budget used up, a broken prompt
-    template, probation, the deadline). None when it succeeded or every heal was tried."""
+    """'self-heal not attempted: <why>' for a failure the ladder leaves unhealed where self-heal
+    is set up (a key, `self_heal: true`), so history, `show` and the alert say why (a budget
+    used up, a broken prompt template, probation, the deadline). None when it succeeded, every
+    heal was tried, or self-heal is not set up at all."""
     if final.ok or final.outcome is Outcome.SKIPPED or heals >= MAX_HEALS:
         return None
-    if not task.self_heal:
-        why = "self_heal: false in the task file"
-    elif on_probation:
+    if not task.self_heal or heal_reason == NO_HEALER:
+        # self-heal is not set up: said once (doctor, `show` of a self_heal task), not on
+        # every failure of every task (issue 25)
+        return None
+    if on_probation:
         why = "on probation after an earlier heal (a failure now suspends it)"
     elif heal_reason is not None:
         why = heal_reason

@@ -33,6 +33,7 @@ from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.private_files import open_private
 from ..core.units import format_duration
 from ..tasks.task import Task
+from .exit_time import zombie_end
 from .identity import Switch
 from .proctree import Tree, describe
 
@@ -43,6 +44,7 @@ DRAIN_LIMIT = 2.0  # how long output may keep flowing after the leader exits or 
 KILL_SETTLE = 1.0  # how long to wait for a group to vanish after SIGKILL
 TRACK_EVERY = 1.0  # without a cgroup: how often the run's tree is looked at while it runs
 POLL = 0.05  # how often the leader's exit and the group's liveness are checked
+STOPPED_GAP = 1.0  # a longer pause between two looks: the tick itself was stopped (exit_time.py)
 
 
 class RunnerError(Exception):
@@ -417,6 +419,7 @@ class _Run:
         self.start = start
         self.deadline = start + spec.timeout
         self.rc: int | None = None
+        self.ended: float | None = None  # the leader's real end, when the tick did not see it
         self.timed_out = False
         self.sent_kill = False  # the group outlived TERM + grace
         self.leftovers = False
@@ -459,12 +462,18 @@ class _Run:
         killed = group_done = False
         end_at = math.inf  # hard stop for draining
         look_at = 0.0  # without a cgroup: when to note the leader's descendants next
+        looked = self.start  # the last look at the leader
         while True:
             now = time.monotonic()
             if self.tree is not None and self.tree.cgroup is None and now >= look_at:
                 self.tree.members()  # once found, a process stays the run's (proctree.py)
                 look_at = now + TRACK_EVERY
             if self.rc is None:
+                if now - looked > STOPPED_GAP:  # asleep meanwhile: when did it end? (unreaped)
+                    ended = zombie_end(self.proc.pid)
+                    if ended is not None:
+                        self.ended = min(max(ended, looked), now)
+                looked = now
                 self.rc = self.proc.poll()
                 if self.rc is not None and kill_at is None:  # the leader exited by itself
                     end_at = min(end_at, now + DRAIN_LIMIT)
@@ -563,7 +572,8 @@ class _Run:
             outcome,
             exit_code=rc,
             fail_reason=reason,
-            duration=time.monotonic() - self.start,
+            duration=(self.ended if self.ended is not None and self.rc is not None
+                      else time.monotonic()) - self.start,
             output_tail=out.tail_text(),
             log_path=log_path,
             log_truncated=out.dropped > 0 or out.error is not None,

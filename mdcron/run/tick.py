@@ -53,6 +53,7 @@ class TickReport:
     ladders: list[LadderOutcome] = field(default_factory=list)
     lost_claims: list[str] = field(default_factory=list)  # due, but another tick claimed first
     problems_changed: bool = True  # the task-file problems differ from the last tick's
+    problems_said: bool = False  # said by run_tick before the runs (issue 25), not at the end
     no_tasks_folder: bool = False  # issue 22: tasks/ is missing (exit 2, an alert)
 
     @property
@@ -153,6 +154,11 @@ def run_tick(
             candidates, states = view.dry_run(now)
         view.close()
         report.planned = plan(candidates, states, config, now, problems=report.problems)
+        if any(p.task.once_per for p in report.planned) and config.state_exists:
+            from ..schedule.once_per import apply  # lazy: as in _issue12_plan
+
+            with state_store(config) as store:  # issue 25: says what the tick would do
+                apply(report.planned, store, config)
         return report
 
     owner = current_owner()
@@ -194,6 +200,11 @@ def run_tick(
         with shared_tick.problems_store(store, config) as mine:  # issue 11: this host's
             report.problems_changed = _problems_changed(mine, report.problems)
         broken = _issue12_plan(store, config, report, view, candidates)
+        if report.problems_changed:  # issue 25: when found, not after the slowest task
+            error = getattr(say, "error", say)
+            for line in problem_lines(config, report.problems):
+                error(line)
+            report.problems_said = True
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
         view.save(store)
         # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
@@ -201,7 +212,10 @@ def run_tick(
         # issue 23: with a shared state the other runs claim as workers free up (spread.py)
         spread = [p for p in report.planned
                   if p.action == "run" and not p.task.uses] if store.url else []
-        later = {id(p) for p in (*deferred, *spread)}
+        # issue 25: a once_per skip already recorded this period passes without a row
+        quiet = [p for p in report.planned if p.quiet]
+        store.pass_slots([(p.task.id, p.slot) for p in quiet])
+        later = {id(p) for p in (*deferred, *spread, *quiet)}
         claims = [
             (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
             for p in report.planned if id(p) not in later
@@ -217,7 +231,7 @@ def run_tick(
             elif p.action == "run":
                 to_run.append((p.task, run_id))
         for p in report.planned:
-            if p.action == "skip" and p.task.id not in report.lost_claims:
+            if p.action == "skip" and not p.quiet and p.task.id not in report.lost_claims:
                 say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
         for task_id in report.lost_claims:
             say(f"{task_id}: due, but another tick claimed this slot first")
@@ -256,12 +270,19 @@ def run_tick(
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
         pings.wait_all(say)  # issue 26: the tasks' pings, each within its deadline
-        _aftermath(store, config, report, clock.now(), ctx.environ, say)
+        _aftermath(store, config, report, clock.now(), ctx.environ, say,
+                   ctx.failed_destinations)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
         _record_tick(store, config, now, time.monotonic() - began, say)  # issue 26: metrics
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
+
+
+def problem_lines(config: Config, problems: list[Problem]) -> list[str]:
+    """The tick's lines for broken task files (errors only; warnings are `validate`'s)."""
+    return [f"mdcron: {p}" + ("" if p.path == config.tasks_dir else " (task skipped)")
+            for p in problems if p.severity == "error"]
 
 
 def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
@@ -308,7 +329,8 @@ def default_healer(config: Config, environ: dict[str, str], store: Store,
 
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
-               environ: dict[str, str], say: Callable[[str], None]) -> None:
+               environ: dict[str, str], say: Callable[[str], None],
+               failing: set[str] | None = None) -> None:
     """The outbox and the heartbeat (each ladder's alerts came when it ended, in after_one;
     recovered runs' before the runs)."""
     from ..alerts.after_run import finish_tick, resolve_reenabled
@@ -321,7 +343,7 @@ def _aftermath(store: Store, config: Config, report: TickReport, now: float,
             alert_problems(store, config, report.problems, now)
         except Exception as exc:  # alerts never fail the tick
             say(f"mdcron: could not record the task-file alerts: {exc!r}")
-    finish_tick(store, config, now, report.exit_code != 0, environ, say)
+    finish_tick(store, config, now, report.exit_code != 0, environ, say, failing)
 
 
 def _problems_changed(store: Store, problems: list[Problem]) -> bool:

@@ -378,8 +378,10 @@ def _when(ts: float, zone: tzinfo) -> str:
 
 
 def run_chain_after_manual(ctx: object, store: Store, healer: object,
-                           say: Callable[[str], None]) -> list:
-    """`run <id>` succeeded: run what is now eligible, as a tick would (its rows say so)."""
+                           say: Callable[[str], None], started_by: int | None = None) -> list:
+    """`run <id>` succeeded: run what is now eligible, as a tick would. Each run's line says
+    its run number ("run 8: load: success in 2s"), and its row that manual run `started_by`
+    started it (issue 25). Returns [(run id, LadderOutcome)] in the order they ran."""
     from ..run.dispatch import run_all
     from .cache import load_task_set
 
@@ -387,10 +389,21 @@ def run_chain_after_manual(ctx: object, store: Store, healer: object,
     # type: ignore[attr-defined]
     store.observe([(t.id, t.enabled, str(t.path)) for t in tasks], ctx.clock.now())
     _, broken = check_graph(tasks, {t.id: t.enabled for t in tasks})
-    done = run_rounds(ctx, store, tasks, broken,
-                      lambda items: run_all(ctx, items, say, healer), say,  # type: ignore[arg-type]
-                      healer)
-    return [o for _, _, o in done]
+
+    def numbered(items: list) -> list:
+        ids = {t.id: rid for t, rid in items}
+
+        def line(text: str) -> None:  # "b: success in 0.1s" -> "run 2: b: success in 0.1s"
+            task_id = text.split(": ", 1)[0]
+            say(f"run {ids[task_id]}: {text}" if task_id in ids else text)
+
+        return run_all(ctx, items, line, healer)  # type: ignore[arg-type]
+
+    done = run_rounds(ctx, store, tasks, broken, numbered, say, healer)
+    if started_by is not None:
+        for _, rid, _ in done:
+            store.add_note(rid, f"started by manual run {started_by}")
+    return [(rid, o) for _, rid, o in done]
 
 
 def next_lines(config: object, task: Task, tasks: list[Task], now: float) -> list[str]:

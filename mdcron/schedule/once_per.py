@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, tzinfo
 from ..state.store import Store
 
 WORDS = {"day": "today", "week": "this week", "month": "this month"}
+PREFIX = "already succeeded "  # every skip reason starts so (the store finds said skips by it)
 
 
 def period_start(ts: float, zone: tzinfo, per: str) -> float:
@@ -33,7 +34,14 @@ def skip_reason(slot: float, last_success: float | None, zone: tzinfo, per: str)
     if period_start(last_success, zone, per) != period_start(slot, zone, per):
         return None
     at = datetime.fromtimestamp(last_success, zone).strftime("%Y-%m-%d %H:%M")
-    return f"already succeeded {WORDS[per]} (slot {at})"
+    return f"{PREFIX}{WORDS[per]} (slot {at})"
+
+
+def said_before(slot: float, last_success: float | None, last_skip: float | None) -> bool:
+    """Pure: this period's skip is already in history (a skipped row after the success that
+    makes `slot` a skip): record it once per period, not every minute (issue 25)."""
+    return (last_success is not None and last_skip is not None
+            and last_success < last_skip < slot)
 
 
 def last_successes(store: Store, task_ids: list[str], before: float) -> dict[str, float]:
@@ -43,15 +51,19 @@ def last_successes(store: Store, task_ids: list[str], before: float) -> dict[str
 
 def apply(planned: list, store: Store, config: object) -> None:
     """Turn planned runs of once_per tasks that already succeeded this period into skips
-    (in place; `planned` holds dispatch.Planned)."""
+    (in place; `planned` holds dispatch.Planned). A skip already recorded this period is
+    `quiet`: the tick passes its slot without a history row or a log line."""
     mine = [p for p in planned if p.task.once_per and p.action == "run"]
     if not mine:
         return
     from ..core.cron import schedule_of  # not before: a plain due tick never loads core/cron.py
 
-    found = last_successes(store, [p.task.id for p in mine], max(p.slot for p in mine))
+    ids = [p.task.id for p in mine]
+    found = last_successes(store, ids, max(p.slot for p in mine))
+    said = store.last_skipped(ids, PREFIX)
     for p in mine:
         zone = schedule_of(p.task, config).zone  # type: ignore[arg-type]
         reason = skip_reason(p.slot, found.get(p.task.id), zone, p.task.once_per)
         if reason is not None:
             p.action, p.reason = "skip", reason
+            p.quiet = said_before(p.slot, found.get(p.task.id), said.get(p.task.id))

@@ -34,6 +34,7 @@ class Claimed(NamedTuple):
     title: str
     body: str
     attempts: int
+    kind: str = "info"  # the alert's kind (its apprise notify type: notify.notify_type)
 
 
 class Message(NamedTuple):
@@ -137,9 +138,9 @@ class OutboxTable(Tables):
             if cur.rowcount != 1:
                 return None
             row = db.execute(
-                "SELECT title, body, attempts FROM outbox WHERE id = ?", (message_id,)
+                "SELECT title, body, attempts, kind FROM outbox WHERE id = ?", (message_id,)
             ).fetchone()
-        return Claimed(str(row[0]), str(row[1]), int(row[2]))
+        return Claimed(str(row[0]), str(row[1]), int(row[2]), str(row[3] or "info"))
 
     def message_sent(self, message_id: int, ts: float) -> None:
         with self.write() as db:

@@ -288,6 +288,35 @@ class RunsTable(Tables):
             (*task_ids, after))
         return [SlotRow._make(r) for r in rows]
 
+    def last_skipped(self, task_ids: Sequence[str], reason_prefix: str) -> dict[str, float]:
+        """The latest scheduled slot per task recorded `skipped` with an error starting with
+        `reason_prefix` (once_per.py: was this period's skip already written?)."""
+        if not task_ids:
+            return {}
+        rows = self.connect().execute(
+            f"SELECT task_id, max(scheduled_for) FROM runs WHERE status = 'skipped'"
+            f" AND trigger = 'schedule' AND error LIKE ? AND task_id IN"
+            f" ({marks(len(task_ids))}) GROUP BY task_id",
+            (reason_prefix.replace("%", "") + "%", *task_ids),
+        )
+        return {r[0]: r[1] for r in rows}
+
+    def pass_slots(self, passes: Sequence[tuple[str, float]]) -> set[tuple[str, float]]:
+        """Claim (task_id, slot) pairs without a run row: last_slot moves to the slot by a
+        check-and-set, so of two ticks only one passes it (a once_per skip already said once
+        this period). Returns the pairs this call passed."""
+        won: set[tuple[str, float]] = set()
+        if not passes:
+            return won
+        with self.write() as db:
+            for task_id, slot in passes:
+                cur = db.execute(
+                    "UPDATE task_state SET last_slot = ? WHERE task_id = ?"
+                    " AND (last_slot IS NULL OR last_slot < ?)", (slot, task_id, slot))
+                if cur.rowcount == 1:
+                    won.add((task_id, slot))
+        return won
+
     def last_successes(self, task_ids: Sequence[str], before: float) -> dict[str, float]:
         """The latest success slot per task, at or before `before` (any trigger, any attempt)."""
         if not task_ids:

@@ -110,25 +110,31 @@ class TaskStateTable(Tables):
         return states
 
     def set_enabled(self, task_id: str, enabled: bool, now: float,
-                    suspended: bool = False, content: str | None = None) -> None:
-        """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules.
-        `suspended`: the ladder suspends it; every host honours that until it is enabled
-        again (issue 11, hostlease.honour_suspensions) or its file's `content` hash changes
-        (issue 23); enabling clears it."""
+                    suspended: bool = False, content: str | None = None,
+                    since: float | None = None) -> None:
+        """Used by `enable`/`disable`: enabling counts as a new start for first-seen rules,
+        from `since` (default `now` itself, not its minute: a fire that passed while the task
+        was disabled is not run, as cron would not) and with no failures counted (issue 25:
+        the next failure must not re-suspend it at once). `suspended`: the ladder suspends
+        it; every host honours that until it is enabled again (issue 11,
+        hostlease.honour_suspensions) or its file's `content` hash changes (issue 23);
+        enabling clears it."""
+        start = now if since is None else since
         with self.write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO task_state(task_id, first_seen, not_before, enabled)"
                 " VALUES (?, ?, ?, ?)",
-                (task_id, now, minute_floor(now), int(enabled)),
+                (task_id, now, start if enabled else minute_floor(now), int(enabled)),
             )
             if enabled:
                 db.execute(
                     "UPDATE task_state SET enabled = 1, not_before = ? WHERE task_id = ?"
                     " AND enabled = 0",
-                    (minute_floor(now), task_id),
+                    (start, task_id),
                 )
                 db.execute("UPDATE task_state SET suspended_at = NULL, suspended_by = NULL,"
-                           " suspended_hash = NULL WHERE task_id = ?", (task_id,))
+                           " suspended_hash = NULL, consecutive_failures = 0"
+                           " WHERE task_id = ?", (task_id,))
             else:
                 db.execute("UPDATE task_state SET enabled = 0 WHERE task_id = ?", (task_id,))
             if suspended:

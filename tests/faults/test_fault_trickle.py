@@ -119,3 +119,19 @@ def test_a_trickling_claude_api_ends_the_comment_check_within_its_bound(home, wr
     unread, = query(home, "SELECT count(*) FROM comments WHERE read_at IS NULL")[0]
     assert unread == 1
     wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up", 10)
+
+
+def test_a_trickling_destination_delays_only_the_first_of_a_ticks_failure_alerts(
+        home, write_task, trickle):
+    """Issue 25: a failure alert goes when its ladder ends; once one delivery failed, the
+    others of that tick wait for the next flush instead of each waiting SEND_TIMEOUT again."""
+    (home / "scheduler.yaml").write_text(
+        f'max_parallel: 1\nnotify:\n  destinations:\n    ops: "{trickle.json_url()}"\n'
+        '  collapse_window: 0\n')
+    for name in ("one", "two", "three"):
+        write_task(name, schedule="0 10 * * *", command="exit 3", retry=False, self_heal=False)
+    took, said = timed_tick(home, NOW, {}, 2 * SEND_TIMEOUT + SLACK)
+    assert trickle.connections == 1, said
+    rows = query(home, "SELECT status, attempts FROM outbox ORDER BY id")
+    assert [s for s, _ in rows] == ["pending"] * 3, rows
+    assert took < 2 * SEND_TIMEOUT, took
