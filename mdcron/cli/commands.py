@@ -484,11 +484,12 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     from .fit import terminal_width
     from .queries import zone_name
 
+    no_key = task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip()
     lines = show_lines(task, config, resolve_zone(zone_name(task, config)),
                        zone_name(task, config), state, runs, now, _error_text,
-                       terminal_width() if sys.stdout.isatty() else 0)
-    if task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip():
-        lines.insert(3, f"{'self-heal':12}off: {NO_KEY_HEAL}")  # here, not on every failure
+                       terminal_width() if sys.stdout.isatty() else 0,
+                       # said here, not on every failure row (issue 25)
+                       (("self-heal", f"off: {NO_KEY_HEAL}"),) if no_key else ())
     if hold is not None:
         from ..schedule.held import describe
 

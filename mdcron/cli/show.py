@@ -65,8 +65,10 @@ def settings_lines(task: Task) -> list[tuple[str, str]]:
 
 
 def show_lines(task: Task, config, zone: tzinfo, zone_name: str, state: TaskState | None,
-               runs: list[dict], now: float, error_text, width: int) -> list[str]:
-    """Everything `show` prints but the heals, top to bottom; wrapped to `width` (0: not)."""
+               runs: list[dict], now: float, error_text, width: int,
+               notes: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """Everything `show` prints but the heals, top to bottom; wrapped to `width` (0: not).
+    `notes`: (label, text) said after `enabled` (self-heal that is off for want of a key)."""
     lines = [f"{task.id}: {task.title}" if task.title != task.id else task.id]
     label = "{:<12}".format
 
@@ -83,6 +85,8 @@ def show_lines(task: Task, config, zone: tzinfo, zone_name: str, state: TaskStat
             + f", in {zone_name}")
     enabled = "yes" if task.enabled else f"no ({task.disabled_reason or 'by_choice'})"
     add("enabled", enabled)
+    for key, text in notes:
+        add(key, text)
     if task.run_as == "claude":  # the prompt follows in full
         add("command", "claude: the prompt below")
     else:
