@@ -36,6 +36,7 @@ from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
 from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
 from ..state.meta import read_meta, read_prefixed, schema_and_integrity
 from ..state.trouble import immutable
+from ..tasks.task import TaskSet
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -204,8 +205,10 @@ class Check:
                 "fix": self.fix}
 
 
-def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
-    """Every check, in the order a person would fix things. Reads only."""
+def run_doctor(home: Path, environ: Mapping[str, str], now: float,
+               found: TaskSet | None = None) -> list[Check]:
+    """Every check, in the order a person would fix things. Reads only. `found`: the task set
+    when the caller has it already (the dashboard's cached one); else read once, here."""
     checks = [_python()]
     checks += _folders(home)
     config, config_checks = _config(home, environ)
@@ -214,10 +217,14 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float) -> list[Check
                   else database_check(home))
     checks.append(_last_tick(home, now))
     checks += _crontab_or_daemon(home, environ, now)
-    checks.append(_api_key(home, config, environ))
-    if config is not None:
-        checks.append(_tasks(config))
-        checks.append(_task_users(config))
+    if config is not None and found is None:
+        from ..schedule.cache import load_task_set
+
+        found = load_task_set(config)  # once: three checks read it (issue 24: Health 929 ms)
+    checks.append(_api_key(found, environ))
+    if config is not None and found is not None:
+        checks.append(_tasks(found))
+        checks.append(_task_users(config, found))
         checks += _held(home)
         checks += _prompts(config)
     return checks
@@ -536,14 +543,10 @@ def _crontab_python(tick: TickLine, environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> Check:
+def _api_key(found: TaskSet | None, environ: Mapping[str, str]) -> Check:
     if (environ.get("ANTHROPIC_API_KEY") or "").strip():
         return Check("api key", "ok", "ANTHROPIC_API_KEY is set (not shown)")
-    claude = []
-    if config is not None:
-        from ..schedule.cache import load_task_set
-
-        claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
+    claude = [t.id for t in found.tasks if t.run_as == "claude"] if found is not None else []
     fix = "set ANTHROPIC_API_KEY=… at the top of the crontab (cron passes it to the tick)"
     if claude:
         return Check("api key", "fail", f"ANTHROPIC_API_KEY is not set: Claude tasks fail"
@@ -552,10 +555,7 @@ def _api_key(home: Path, config: Config | None, environ: Mapping[str, str]) -> C
                  " unread", fix)
 
 
-def _tasks(config: Config) -> Check:
-    from ..schedule.cache import load_task_set
-
-    found = load_task_set(config)
+def _tasks(found: TaskSet) -> Check:
     tasks, duplicates = found.tasks, found.duplicates
     problems = list(found.problems)
     if any(t.after for t in tasks):  # issue 22: a chain whose upstream is gone stops
@@ -574,13 +574,12 @@ def _tasks(config: Config) -> Check:
     return Check("task files", "ok", f"{len(tasks)} valid task(s)")
 
 
-def _task_users(config: Config) -> Check:
+def _task_users(config: Config, found: TaskSet) -> Check:
     """Tasks running as root only because the tick does (issue 21), and a scheduler.yaml
     that the other users tasks run as could read."""
     from ..run.identity import implicit_root, other_users
-    from ..schedule.cache import load_task_set
 
-    tasks = load_task_set(config).tasks
+    tasks = found.tasks
     rooted = implicit_root(tasks, config, os.geteuid())
     if rooted:
         shown = ", ".join(rooted[:5]) + (f" and {len(rooted) - 5} more" if len(rooted) > 5 else "")

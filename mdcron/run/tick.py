@@ -30,6 +30,7 @@ from ..state.store import Store, TaskState, last_tick, state_store
 from ..tasks.task import Task
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
+from .environment import record_seen_secrets
 from .heal_protocol import Healer
 from .ladder import LadderOutcome
 from .recovery import Recovered, recover, recover_heals
@@ -255,6 +256,7 @@ def run_tick(
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
+        record_seen_secrets(store, ctx.environ, config.secret_names(), clock.now())  # issue 24
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
 

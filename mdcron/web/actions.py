@@ -20,7 +20,7 @@ from ..state.store import state_store
 from ..tasks.task import DISABLED_REASONS
 from . import data
 from .app import MAX_COMMENT
-from .pages import int_param, task_id
+from .pages import int_param, task_id, task_page
 from .times import until_instant
 
 
@@ -50,7 +50,7 @@ def routes(web) -> list[Route]:
             run_now(web, _config(web), tid)
         except core.ActionError as exc:
             raise HTTPException(404, str(exc)) from exc
-        return _back(request, f"/tasks/{tid}?started=1")
+        return _back(request, f"/tasks/{tid}?started={web.clock():.0f}")  # a row at once
 
     async def enable(request: Request) -> Response:
         await web.form(request)
@@ -71,8 +71,13 @@ def routes(web) -> list[Route]:
         if form.get("until"):
             try:  # read in the zone the person chose (issue 24), else the server's
                 until = until_instant(form["until"], form.get("zone") or None)
-            except ValueError as exc:
-                raise HTTPException(400, str(exc)) from exc
+                if until <= web.clock():
+                    raise ValueError(f"the pause would end at {form['until'][:40]}, which is"
+                                     " already past: choose a later time")
+            except ValueError as exc:  # the page again with what was typed (issue 24)
+                typed = {"until": form["until"][:40], "zone": (form.get("zone") or "")[:60]}
+                return task_page(web, request, _config(web), 400,
+                                 {**typed, "error": f"Not paused: {exc}"})
             reason = "paused"
         try:
             core.set_enabled(_config(web), tid, False, reason, web.clock(), until)

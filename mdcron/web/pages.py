@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -11,6 +12,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import data
+from .chart import duration_chart
+from .find import SORTS
+from .upcoming import upcoming_view
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # taskfile's id rule, bounded
 STATUSES = ("success", "failed", "timeout", "crashed", "lost", "skipped", "running",  # runs'
@@ -41,27 +45,57 @@ def config_or_page(web, request: Request):
     return config, notes
 
 
+STARTING = 60.0  # seconds a "starting…" row shows after "run now" until its run appears
+
+
+def _starting(asked: str, now: float, runs: list[dict]) -> float | None:
+    """When "run now" was pressed (?started=<epoch>, recent) and no run started since: the
+    page shows a "starting…" row at once, until the run's own row is there."""
+    if not asked.isdigit() or now - float(asked) >= STARTING:
+        return None
+    for r in runs[:5]:
+        if r.get("started_at") and datetime.fromisoformat(r["started_at"]).timestamp() >= \
+                float(asked) - 1:
+            return None
+    return float(asked)
+
+
+def task_page(web, request: Request, config, code: int = 200,
+              pause_form: dict | None = None) -> Response:
+    """The Task page; `pause_form`: the pause's typed input and why it was refused (issue 24:
+    the page again, with what was typed, not an error page)."""
+    now = web.clock()
+    try:
+        view = data.task_view(config, task_id(request), now)
+    except data.NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    starting = _starting(request.query_params.get("started") or "", now, view["runs"])
+    return web.page(request, "task.html", code=code, title=view["task"]["id"],
+                    shared=bool(config.state_url), chart=duration_chart(view["runs"]),
+                    starting=starting, pause_form=pause_form, **view)
+
+
 def routes(web) -> list[Route]:
     async def tasks(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
-        tag = request.query_params.get("tag") or None
-        status = request.query_params.get("status") or None
-        view = data.tasks_view(config, web.clock(), tag, status)
+        qp = request.query_params
+        tag = qp.get("tag") or None
+        status = qp.get("status") if qp.get("status") in STATUSES else None
+        q = (qp.get("q") or "")[:200]
+        sort = qp.get("sort") if qp.get("sort") in SORTS else None
+        desc = qp.get("dir") == "desc"
+        view = data.tasks_view(config, web.clock(), tag, status, q, sort, desc)
         return web.page(request, "tasks.html", title="Tasks", config_notes=notes, tag=tag,
-                        status=status, statuses=STATUSES, **view)
+                        status=status, statuses=STATUSES, q=q, sort=sort, desc=desc,
+                        sorts=SORTS, **view)
 
     async def task(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
-        try:
-            view = data.task_view(config, task_id(request), web.clock())
-        except data.NotFound as exc:
-            raise HTTPException(404, str(exc)) from exc
-        return web.page(request, "task.html", title=view["task"]["id"],
-                        shared=bool(config.state_url), **view)
+        return task_page(web, request, config)
 
     async def run(request: Request) -> Response:
         config, notes = config_or_page(web, request)
@@ -75,6 +109,19 @@ def routes(web) -> list[Route]:
         return web.page(request, "run.html", title=f"Run {run_id}",
                         shared=bool(config.state_url), **view)
 
+    async def run_log(request: Request) -> Response:
+        """The run's whole log as a file (issue 24): text/plain, an attachment."""
+        config, notes = config_or_page(web, request)
+        if config is None:
+            return notes
+        run_id = int_param(request.path_params["run_id"], "run") or 0
+        try:
+            body = data.run_log_bytes(config, run_id)
+        except data.NotFound as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return Response(body, media_type="text/plain; charset=utf-8", headers={
+            "content-disposition": f'attachment; filename="mdcron-run-{run_id}.log"'})
+
     async def history(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
@@ -84,8 +131,12 @@ def routes(web) -> list[Route]:
             view = data.history_view(config, task=q.get("task"), status=q.get("status"),
                                      trigger=q.get("trigger"), day=q.get("day") or None,
                                      before=int_param(q.get("before"), "before"))
-        except ValueError as exc:
-            raise HTTPException(400, f"day must be YYYY-MM-DD ({exc})") from exc
+        except ValueError as exc:  # the page again, with what was typed and why (issue 24)
+            return web.page(request, "history.html", code=400, title="History",
+                            filters=dict(q), statuses=RUN_STATUSES, runs=[], next_before=None,
+                            shared=bool(config.state_url),
+                            form_error=f"The day {q.get('day')!r} is not a date: write it as"
+                            f" YYYY-MM-DD, e.g. 2026-11-25 ({exc}).")
         return web.page(request, "history.html", title="History", filters=dict(q),
                         statuses=RUN_STATUSES, shared=bool(config.state_url), **view)
 
@@ -102,7 +153,7 @@ def routes(web) -> list[Route]:
             return notes
         days = 7 if request.query_params.get("days") == "7" else 1
         return web.page(request, "upcoming.html", title="Upcoming",
-                        **data.upcoming_view(config, web.clock(), days))
+                        **upcoming_view(config, web.clock(), days))
 
     async def health(request: Request) -> Response:
         config, _ = data.config_or_problems(web.home)
@@ -111,6 +162,7 @@ def routes(web) -> list[Route]:
 
     return [
         Route("/", tasks), Route("/tasks/{task_id}", task), Route("/runs/{run_id}", run),
+        Route("/runs/{run_id}/log.txt", run_log),
         Route("/history", history), Route("/incidents", incidents),
         Route("/upcoming", upcoming), Route("/health", health),
     ]
