@@ -152,7 +152,8 @@ def routes(web) -> list[Route]:
         if config is None:
             return notes
         days = 7 if request.query_params.get("days") == "7" else 1
-        return web.page(request, "upcoming.html", title="Upcoming",
+        day = request.query_params.get("day") or None  # the day whose fires are listed
+        return web.page(request, "upcoming.html", title="Upcoming", shown_day=day,
                         **upcoming_view(config, web.clock(), days))
 
     async def health(request: Request) -> Response:

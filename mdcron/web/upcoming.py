@@ -56,6 +56,7 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
     loaded = load_all(config)
     end = now + days * 86400
     hours: dict[str, list[dict]] = {}
+    labels: dict[tuple[int, int, int, int], str] = {}
     cap = 48 if days <= 1 else 30  # per task: an every-minute task would fill the page
     total = 0
     enabled = [t for t in loaded.tasks if t.enabled]
@@ -69,9 +70,13 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
         then = sorted(downstream.get(task.id, []))
         for nxt in _fires(task, config, now, end, cap):
             local = nxt.astimezone()
-            hours.setdefault(local.strftime("%Y-%m-%d %H:00"), []).append(
-                {"id": task.id, "at": local.strftime("%H:%M"), "iso": nxt.isoformat(),
-                 "once_per": task.once_per, "then": then})
+            hour = (local.year, local.month, local.day, local.hour)  # strftime costs 4x more
+            label = labels.get(hour)
+            if label is None:
+                label = labels[hour] = local.strftime("%Y-%m-%d %H:00")
+            hours.setdefault(label, []).append(
+                {"id": task.id, "at": f"{local.hour:02d}:{local.minute:02d}",
+                 "iso": nxt.isoformat(), "once_per": task.once_per, "then": then})
             total += 1
     for items in hours.values():
         items.sort(key=lambda i: i["at"])
