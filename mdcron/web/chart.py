@@ -9,6 +9,7 @@ from markupsafe import Markup, escape
 from .find import DOT_CLASS
 
 WIDTH, HEIGHT, PAD = 600, 120, 14
+SLOTS = 50  # the Task page lists the last 50 runs
 
 
 def _seconds(ms: int | float) -> str:
@@ -22,7 +23,7 @@ def duration_chart(runs: list[dict]) -> Markup:
     if not done:
         return Markup('<p class="muted">no finished run to chart yet</p>')
     top = max(float(r["duration_ms"]) for r in done) or 1.0
-    step = (WIDTH - 2) / max(len(done), 1)
+    step = (WIDTH - 2) / max(len(done), SLOTS)  # a few runs are a few bars, not wide blocks
     bar = max(1.0, step * 0.8)
     parts = []
     for i, r in enumerate(done):
