@@ -152,3 +152,21 @@ def test_the_spool_never_overwrites_a_row_closed_meanwhile(store, tmp_path):
     row = store.run(run_id)
     assert row["status"] == "timeout" and "late result" in str(row.get("extra")), row
     assert replay(store, tmp_path) == []  # taken once
+
+
+def test_the_dashboards_run_reads_behave_alike(store):
+    """Issue 24: the Tasks page's dots (runs_version, recent_runs) and the Run page's
+    previous/next links (neighbour_runs), on SQLite and PostgreSQL."""
+    assert store.runs_version() == (0, ())
+    ids = [store.start_run(t, scheduled_for=NOW + i, trigger="manual", attempt=1, kind="run",
+                           now=NOW + i, owner=OWNER, task_file=None)
+           for i, t in enumerate(["a", "b", "a", "a"])]
+    assert store.runs_version() == (ids[-1], tuple(ids))  # every row is running
+    result = RunResult(Outcome.SUCCESS, exit_code=0, duration=1.0)
+    assert store.finish_run(ids[0], result, NOW + 10)
+    assert store.runs_version() == (ids[-1], tuple(ids[1:]))  # a run that ended changes it
+    recent = store.recent_runs(["a", "b", "c"], 2)
+    assert [r[0] for r in recent["a"]] == [ids[3], ids[2]] and "c" not in recent
+    assert recent["b"][0][1] == "running"
+    assert store.neighbour_runs("a", ids[2]) == (ids[0], ids[3])
+    assert store.neighbour_runs("a", ids[0]) == (None, ids[2])

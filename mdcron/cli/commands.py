@@ -580,6 +580,18 @@ def cmd_resume(config: Config, args: argparse.Namespace) -> int:
 def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
     from ..web.server import serve
 
+    # issue 24: a missing or mistyped home is refused, never created (the page would say
+    # "Tasks run normally" about an empty folder)
+    if not home.is_dir() or not any((home / n).exists() for n in ("tasks", "scheduler.yaml",
+                                                                   "state")):
+        what = "does not exist" if not home.exists() else (
+            "is not a folder" if not home.is_dir() else
+            "has no tasks/ folder, scheduler.yaml or state/: it is not an mdcron home")
+        print(f"mdcron: --home {home} {what}. Give the folder that holds tasks/ (e.g. --home"
+              f" ~/mdcron, or set MDCRON_HOME), or create it first: mkdir -p {home}/tasks",
+              file=sys.stderr)
+        return 2
+
     return serve(home, args.host, args.port, args.token_file, args.allow_host or [],
                  args.metrics_listen, revoke=args.revoke_sessions)
 

@@ -150,7 +150,20 @@ def command_text(task: Task) -> str:
 
 
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
-    """`why`: the decision for this instant, in plain words, with what it rests on."""
+    """`why`: the decision for this instant, in plain words, with what it rests on; first
+    that nothing runs at all while maintenance mode lasts (issue 24)."""
+    from ..schedule.pause import maintenance  # lazy: one stat, only when `why` is asked
+
+    marker = maintenance(str(config.home))
+    if marker is None:
+        return _explain(config, task, state, at)
+    return [f"paused: maintenance mode since {marker.get('since', '?')} (by"
+            f" {marker.get('by', '?')}) — nothing runs until it is resumed (`scheduler.py"
+            " resume`, or Resume on the dashboard's Health page); what follows is what would"
+            " happen without it", *_explain(config, task, state, at)]
+
+
+def _explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:
     if task.after:  # issue 12: a chain waits for its upstreams (chains.py)
         return explain_chain(config, task, at) + issue12_lines(config, task, at)
     sched = schedule_of(task, config)

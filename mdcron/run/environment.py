@@ -9,9 +9,13 @@ import shlex
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..settings.config import ALWAYS_SECRET
 from ..tasks.task import Task
+
+if TYPE_CHECKING:
+    from ..state.protocol import State
 
 RESERVED_PREFIX = "MDCRON_"  # the scheduler's namespace: a task's env cannot set these
 
@@ -145,3 +149,33 @@ def bypasses_claude_isolation(command: str) -> str | None:
                         "and may reset CLAUDE_CONFIG_DIR (login profiles); call claude directly"
                     )
     return None
+
+
+TICK_ENV = "tick_env"  # meta key: the secret NAMES the tick saw set (never a value)
+
+
+def seen_secrets(environ: Mapping[str, str], secret_names: Sequence[str]) -> dict[str, bool]:
+    """Which secret names the tick's environment sets (non-empty): every concrete name the
+    config lists or refers to, and every variable a glob ("*_TOKEN") matches. Names only."""
+    seen = {n: bool((environ.get(n) or "").strip()) for n in secret_names
+            if not any(c in n for c in "*?[")}
+    for name, value in environ.items():
+        if name not in seen and is_secret(name, secret_names) and value.strip():
+            seen[name] = True
+    return dict(sorted(seen.items()))
+
+
+def record_seen_secrets(store: State, environ: Mapping[str, str], secret_names: Sequence[str],
+                        now: float) -> None:
+    """Keep what the tick saw for the dashboard's Health page (issue 24): a read, and a write
+    only when the names changed ("since" is when the tick first saw them so)."""
+    import json  # lazy: only when the tick records its environment
+
+    names = seen_secrets(environ, secret_names)
+    old = store.get_meta(TICK_ENV)
+    try:
+        if old is not None and json.loads(old).get("names") == names:
+            return
+    except (ValueError, AttributeError):
+        pass
+    store.set_meta(TICK_ENV, json.dumps({"names": names, "since": now}))

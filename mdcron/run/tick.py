@@ -32,6 +32,7 @@ from ..tasks.task import Task
 from . import pings
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
+from .environment import record_seen_secrets
 from .heal_protocol import Healer
 from .ladder import LadderOutcome
 from .recovery import Recovered, recover, recover_heals
@@ -275,6 +276,7 @@ def run_tick(
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
         _record_tick(store, config, now, time.monotonic() - began, say)  # issue 26: metrics
+        record_seen_secrets(store, ctx.environ, config.secret_names(), clock.now())  # issue 24
         shared_tick.closing(store, config, clock.now())  # issue 11: this host's own copy
     return report
 

@@ -258,6 +258,36 @@ class RunsTable(Tables):
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(conds) if conds else "")
         return self._rows(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
 
+    def runs_version(self) -> tuple[int, tuple[int, ...]]:
+        """(newest run id, ids of the running rows): changes whenever a run starts or ends,
+        so the dashboard keeps its per-task dots until it does (two indexed reads)."""
+        db = self.connect()
+        top = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+        running = db.execute("SELECT id FROM runs WHERE status = 'running' ORDER BY id")
+        return int(top or 0), tuple(int(r[0]) for r in running)
+
+    def recent_runs(self, task_ids: Sequence[str], limit: int
+                    ) -> dict[str, list[tuple[int, str, int | None]]]:
+        """Each task's newest `limit` runs as (id, status, duration_ms), newest first: one
+        indexed read per task (runs_by_task), not a scan of the whole table."""
+        db = self.connect()
+        out: dict[str, list[tuple[int, str, int | None]]] = {}
+        for task_id in task_ids:
+            rows = db.execute("SELECT id, status, duration_ms FROM runs WHERE task_id = ?"
+                              " ORDER BY id DESC LIMIT ?", (task_id, limit)).fetchall()
+            if rows:
+                out[task_id] = [(int(r[0]), str(r[1]), r[2]) for r in rows]
+        return out
+
+    def neighbour_runs(self, task_id: str, run_id: int) -> tuple[int | None, int | None]:
+        """The task's run just before `run_id` and just after it (ids), for prev/next links."""
+        db = self.connect()
+        prev = db.execute("SELECT max(id) FROM runs WHERE task_id = ? AND id < ?",
+                          (task_id, run_id)).fetchone()[0]
+        nxt = db.execute("SELECT min(id) FROM runs WHERE task_id = ? AND id > ?",
+                         (task_id, run_id)).fetchone()[0]
+        return prev, nxt
+
     def slot_rows(self, task_id: str, slot: float) -> list[RunRow]:
         """Every attempt at one slot of a task (run, retries, heals, rerun), oldest first."""
         return self._rows("SELECT * FROM runs WHERE task_id = ? AND scheduled_for = ?"

@@ -27,7 +27,7 @@ from ..state.store import state_store
 from ..tasks.task import DISABLED_REASONS
 from . import data
 from .app import MAX_COMMENT
-from .pages import int_param, task_id
+from .pages import int_param, task_id, task_page
 from .times import until_instant
 
 
@@ -94,26 +94,19 @@ def run_now(web, config, tid: str, request: Request | None = None) -> int:
     return pid
 
 
-def _until(form: dict[str, str]) -> float | None:
-    """The pause's end, read in the zone the person chose (issue 24), else the server's."""
-    if not form.get("until"):
-        return None
-    try:
-        return until_instant(form["until"], form.get("zone") or None)
-    except ValueError as exc:
-        raise HTTPException(400, str(exc)) from exc
-
-
 def routes(web) -> list[Route]:
     async def run(request: Request) -> Response:
         await web.form(request)
         tid = task_id(request)
 
         def work() -> None:
-            run_now(web, _config(web), tid, request)
+            try:
+                run_now(web, _config(web), tid, request)
+            except core.ActionError as exc:
+                raise HTTPException(404, str(exc)) from exc
 
         await web.work(work)
-        return _back(request, f"/tasks/{tid}?started=1")
+        return _back(request, f"/tasks/{tid}?started={web.clock():.0f}")  # a row at once
 
     async def enable(request: Request) -> Response:
         await web.form(request)
@@ -136,7 +129,17 @@ def routes(web) -> list[Route]:
         reason = form.get("reason") or "by_choice"
         if reason not in DISABLED_REASONS:
             raise HTTPException(400, f"reason must be one of {', '.join(DISABLED_REASONS)}")
-        until = _until(form)
+        until = None
+        if form.get("until"):
+            try:  # read in the zone the person chose (issue 24), else the server's
+                until = until_instant(form["until"], form.get("zone") or None)
+                if until <= web.clock():
+                    raise ValueError(f"the pause would end at {form['until'][:40]}, which is"
+                                     " already past: choose a later time")
+            except ValueError as exc:  # the page again with what was typed (issue 24)
+                typed = {"until": form["until"][:40], "zone": (form.get("zone") or "")[:60],
+                         "error": f"Not paused: {exc}"}
+                return await web.work(lambda: task_page(web, request, _config(web), 400, typed))
         if until is not None:
             reason = "paused"
 

@@ -13,6 +13,7 @@ from starlette.routing import Route
 from . import data
 from .actions import run_now as start
 from .pages import STATUSES, int_param, task_id
+from .upcoming import upcoming_view
 
 
 def _config(web):
@@ -27,7 +28,10 @@ def routes(web) -> list[Route]:
         q = request.query_params
         if q.get("status") and q["status"] not in STATUSES:
             raise HTTPException(400, f"status must be one of {', '.join(STATUSES)}")
-        view = data.tasks_view(_config(web), web.clock(), q.get("tag"), q.get("status"))
+        view = data.tasks_view(_config(web), web.clock(), q.get("tag"), q.get("status"),
+                               (q.get("q") or "")[:200])
+        for row in view["rows"]:
+            row.pop("keys", None)  # the page's sort keys; the JSON keeps the CLI's fields
         return JSONResponse(view["rows"])
 
     def task(request: Request) -> Response:
@@ -58,7 +62,7 @@ def routes(web) -> list[Route]:
 
     def upcoming(request: Request) -> Response:
         days = 7 if request.query_params.get("days") == "7" else 1
-        return JSONResponse(data.upcoming_view(_config(web), web.clock(), days))
+        return JSONResponse(upcoming_view(_config(web), web.clock(), days))
 
     def health(request: Request) -> Response:
         config, _ = data.config_or_problems(web.home)

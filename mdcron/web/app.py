@@ -63,7 +63,9 @@ def make_templates() -> Environment:
     # macros as globals: a page's live block is rendered alone (Web.page) without its imports
     macros = env.get_template("macros.html").module
     env.globals.update(st=macros.status, button=macros.button,  # type: ignore[attr-defined]
-                       runs_table=macros.runs_table)  # type: ignore[attr-defined]
+                       runs_table=macros.runs_table,  # type: ignore[attr-defined]
+                       sort_th=macros.sort_th,  # type: ignore[attr-defined]
+                       task_row=macros.task_row)  # type: ignore[attr-defined]
     return env
 
 

@@ -21,12 +21,13 @@ from ..core.limits import check_instant
 from ..settings.config import Config, ConfigError, load_config
 from ..state.runs import RunFilter
 from ..state.store import state_store
-from ..tasks.task import Task
+from ..tasks.task import Task, TaskSet
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
 PAGE = 50
 LOG_TAIL = 256 * 1024  # bytes of a log shown on the run page
 ACTIVITY = 20  # the newest actions people took on a task (its page's "Activity")
+INTEGRITY_AGE = 600.0  # seconds a passed database integrity check serves the polled Health
 
 
 class NotFound(LookupError):
@@ -53,6 +54,34 @@ def load_all(config: Config) -> Loaded:
     from ..schedule.cache import load
 
     view = load(config)
+    return loaded_with_state(config, view, _decoded(view))
+
+
+def task_set(config: Config) -> TaskSet:
+    """The task set doctor reads, from the same cache and decoded tasks as load_all, without
+    the state rows (the Health page needs none)."""
+    from ..schedule.cache import load
+
+    view = load(config)
+    try:
+        tasks = _decoded(view)
+    finally:
+        view.close()
+    return TaskSet(tasks, view.problems, duplicate_ids(tasks))
+
+
+def duplicate_ids(tasks: list[Task]) -> dict[str, list[str]]:
+    """find_duplicate_ids, asked only about the ids that are there twice (1,000 Paths less)."""
+    from collections import Counter
+
+    from ..tasks.task import find_duplicate_ids
+
+    seen = Counter(t.id for t in tasks)
+    return find_duplicate_ids([t for t in tasks if seen[t.id] > 1])  # type: ignore[return-value]
+
+
+def _decoded(view) -> list[Task]:
+    """The view's valid tasks, decoded ones reused from _TASKS while their file is unchanged."""
     tasks = []
     for e in view.valid:
         mine = _TASKS.get(e.path)
@@ -65,7 +94,7 @@ def load_all(config: Config) -> Loaded:
                 _TASKS[e.path] = (e.stat, t)
     if len(_TASKS) > 2 * len(view.entries) + 100:
         _TASKS.clear()
-    return loaded_with_state(config, view, tasks)
+    return tasks
 
 
 def history_json(row: dict) -> dict:
@@ -104,10 +133,9 @@ def words(schedule: str | None) -> str:
 
 def banners(config: Config, loaded: Loaded, now: float) -> dict:
     from ..schedule.pause import maintenance
-    from ..tasks.taskfile import find_duplicate_ids
 
     out: dict = {"duplicates": {k: [str(p) for p in v]
-                                for k, v in find_duplicate_ids(loaded.tasks).items()},
+                                for k, v in duplicate_ids(loaded.tasks).items()},
                  "stale_tick": None, "open_incidents": 0,
                  "maintenance": maintenance(str(config.home))}
     if config.state_exists:
@@ -122,9 +150,12 @@ def banners(config: Config, loaded: Loaded, now: float) -> dict:
 
 
 def tasks_view(config: Config, now: float, tag: str | None = None,
-               status: str | None = None) -> dict:
-    """Rows as `list --json` gives them, filtered; plus what the banners need."""
+               status: str | None = None, q: str | None = None, sort: str | None = None,
+               desc: bool = False) -> dict:
+    """Rows as `list --json` gives them, filtered (tag, status, the search `q`) and sorted;
+    each with its last runs (`recent`); plus what the banners need."""
     from ..schedule.pause import pauses
+    from .find import matches, recent_runs, sort_keys, sort_rows
 
     loaded = load_all(config)
     _reuse_next_fires(config, loaded, now)
@@ -137,6 +168,14 @@ def tasks_view(config: Config, now: float, tag: str | None = None,
         r["paused_until"] = iso(p["until"]) if p else None
     if status:
         rows = [r for r in rows if _status_of(r) == status]
+    if q and q.strip():
+        rows = [r for r in rows if matches(r, q)]
+    dots = recent_runs(config, [r["id"] for r in rows if r["valid"]])
+    for r in rows:
+        r["status"] = _status_of(r)
+        r["keys"] = sort_keys(r, r["status"])
+        r["recent"] = dots.get(r["id"]) or {"groups": [], "n": 0, "summary": ""}
+    rows = sort_rows(rows, sort, desc)
     tags = sorted({t for task in loaded.tasks for t in task.tags})
     return {"rows": rows, "tags": tags, **banners(config, loaded, now)}
 
@@ -180,7 +219,7 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     """`show --json` plus why, the next 5 fires, 50 runs, heals, comments and the file."""
     from ..claude.comments import thread
     from ..core.cron import schedule_of
-    from ..schedule.pause import pauses
+    from ..schedule.pause import maintenance, pauses
     from ..selfheal.healer import heal_history
 
     loaded = load_all(config)
@@ -215,10 +254,16 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
     front, _, _ = raw.partition("\n---")
     p = pauses(str(config.home)).get(task.id)
     fields = {k: (str(v) if k == "path" else v) for k, v in asdict(task).items() if k != "body"}
+    shown = [history_json(r) for r in runs]
     return {
         "task": fields, "state": asdict(state) if state else None,
         "held": loaded.held.get(task.id),  # issue 22: a suspension its file could not take
-        "runs": [history_json(r) for r in runs], "heals": heals,
+        "runs": shown, "heals": heals,
+        # issue 24: why self-heal was not attempted, from the newest run that says so
+        "heal_note": next(({"run_id": r["run_id"], "note": r["note"]} for r in shown
+                           if r.get("note")), None),
+        "holders": _holders_of(config, task.uses),
+        "maintenance": maintenance(str(config.home)),
         "comments": [{**c, "created_at": iso(c["created_at"]),  # type: ignore[arg-type]
                       "read_at": iso(c["read_at"])} for c in comments],  # type: ignore[arg-type]
         "why": [*explain(config, task, state, now), *outside_lines(task)],  # issue 26: limits
@@ -228,6 +273,16 @@ def task_view(config: Config, task_id: str, now: float) -> dict:
         "schedule_words": words(task.schedule),
         "activity": [{**a, "at": iso(a["at"])} for a in activity],  # type: ignore[arg-type]
     }
+
+
+def _holders_of(config: Config, uses: tuple[str, ...] | list[str]) -> dict[str, list[dict]]:
+    """Who holds each of the task's `uses:` resources now (issue 24)."""
+    if not uses:
+        return {}
+    from .find import resource_holders
+
+    held = resource_holders(config)
+    return {name: held.get(name, []) for name in uses}
 
 
 def run_view(config: Config, run_id: int) -> dict:
@@ -240,6 +295,7 @@ def run_view(config: Config, run_id: int) -> dict:
         if row is None:
             raise NotFound(f"no run {run_id}")
         ladder_rows = store.slot_rows(str(row["task_id"]), float(row["scheduled_for"]))
+        prev_id, next_id = store.neighbour_runs(str(row["task_id"]), run_id)
     running = row["status"] == "running"
     log, truncated, offset = "", False, 0
     path = row.get("log_path")
@@ -250,7 +306,29 @@ def run_view(config: Config, run_id: int) -> dict:
         log = str(row["output_tail"])
     return {"run": history_json(row), "ladder": [history_json(r) for r in ladder_rows if r],
             "log": log, "log_truncated": truncated, "log_offset": offset, "running": running,
+            "prev_run": prev_id, "next_run": next_id,
             "timeout": _timeout_of(config, row) if running else None}
+
+
+LOG_FILE_MAX = 64 * 1024 * 1024  # bytes of a log download; a longer log is cut at its start
+
+
+def run_log_bytes(config: Config, run_id: int) -> bytes:
+    """The run's log file as it is now (its tail past LOG_FILE_MAX), else the output tail
+    the state kept. Read like the page reads it: only a regular file inside the logs folder."""
+    from .logread import read_tail_bytes
+
+    if not config.state_exists:
+        raise NotFound(f"no run {run_id}")
+    with state_store(config) as store:
+        row = store.run(run_id)
+    if row is None:
+        raise NotFound(f"no run {run_id}")
+    path = row.get("log_path")
+    body = read_tail_bytes(str(path), config.logs_dir, LOG_FILE_MAX) if path else None
+    if body is None:
+        body = str(row.get("output_tail") or "").encode()
+    return body
 
 
 def _timeout_of(config: Config, row: dict) -> float | None:
@@ -291,50 +369,24 @@ def incidents_view(config: Config) -> list[dict]:
         return [incident_json(r) for r in list_incidents(store, include_resolved=True)]
 
 
-def upcoming_view(config: Config, now: float, days: int) -> dict:
-    """Fires of every enabled task in the next `days`, grouped by local hour.
-
-    A downstream (`after:`) has no fires of its own: it is listed under each fire of its
-    upstreams as "then …"; a `once_per` task is marked, since only its first success counts."""
-    from ..core.cron import schedule_of
-
-    loaded = load_all(config)
-    end = to_dt(now + days * 86400)
-    hours: dict[str, list[dict]] = {}
-    cap = 48 if days <= 1 else 30  # per task: an every-minute task would fill the page
-    total = 0
-    enabled = [t for t in loaded.tasks if t.enabled]
-    downstream: dict[str, list[str]] = {}
-    for task in enabled:
-        for up in task.after:
-            downstream.setdefault(up, []).append(task.id)
-    for task in enabled:
-        if task.after:
-            continue
-        sched = schedule_of(task, config)
-        t, n = to_dt(now), 0
-        while n < cap:
-            nxt = sched.next_after(t)
-            if nxt is None or nxt > end:
-                break
-            local = nxt.astimezone()
-            hours.setdefault(local.strftime("%Y-%m-%d %H:00"), []).append(
-                {"id": task.id, "at": local.strftime("%H:%M"), "iso": nxt.isoformat(),
-                 "once_per": task.once_per, "then": sorted(downstream.get(task.id, []))})
-            t, n = nxt, n + 1
-            total += 1
-    for items in hours.values():
-        items.sort(key=lambda i: i["at"])
-    return {"hours": dict(sorted(hours.items())), "total": total, "days": days, "cap": cap,
-            "zone": to_dt(now).astimezone().tzname()}  # the hours are the server's (labelled)
-
-
 def health_view(home: Path, config: Config | None, now: float) -> dict:
+    """Doctor's checks (from this process's cached task set, read once), the tick's own view
+    of its secrets, the outbox, the locks, the resources, maintenance mode, the hosts."""
     from ..cli.doctor import run_doctor
     from ..run.locks import holder_alive, read_info
     from ..schedule.pause import maintenance
 
-    checks = [c.to_json() for c in run_doctor(home, dict(os.environ), now)]
+    found = None
+    tick_env = None
+    if config is not None:
+        found = task_set(config)
+        tick_env = _tick_env(config)
+    environ = dict(os.environ)
+    if tick_env is not None:  # the key as the tick saw it, not as this process has it
+        environ.pop("ANTHROPIC_API_KEY", None)
+        if tick_env["names"].get("ANTHROPIC_API_KEY"):
+            environ["ANTHROPIC_API_KEY"] = "set where the tick runs"
+    checks = [c.to_json() for c in run_doctor(home, environ, now, found, INTEGRITY_AGE)]
     outbox: list[dict] = []
     locks: list[dict] = []
     if config is not None and config.state_exists:
@@ -349,8 +401,31 @@ def health_view(home: Path, config: Config | None, now: float) -> dict:
             if info is not None and holder_alive(info):
                 locks.append({"task_id": info.task_id, "run_id": info.run_id,
                               "pid": info.tick_pid, "since": iso(info.started_at)})
+    from .find import resource_holders
     from .hosts import hosts_view  # issue 11: None unless the state is shared
 
     return {"checks": checks, "outbox": outbox, "locks": locks,
-            "maintenance": maintenance(str(home)),
+            "maintenance": maintenance(str(home)), "tick_env": tick_env,
+            "resources": resource_holders(config) if config is not None else {},
             "hosts": hosts_view(config) if config is not None else None}
+
+
+def _tick_env(config: Config) -> dict | None:
+    """{names: {NAME: set?}, since}: the secret names the tick last saw (run/environment.py),
+    None before a tick recorded them."""
+    import json
+
+    from ..run.environment import TICK_ENV
+
+    if not config.state_exists:
+        return None
+    with state_store(config) as store:
+        raw = store.get_meta(TICK_ENV)
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("names"), dict):
+        return None
+    return {"names": {str(k): bool(v) for k, v in data["names"].items()},
+            "since": iso(data.get("since"))}

@@ -62,3 +62,19 @@ def read_chunk(path: Path | str, logs_dir: Path, offset: int | None, *,
     keep = len(data) if final else whole_chars(data)
     return Chunk(data[:keep].decode("utf-8", "replace"), start + keep, max(size, start + keep),
                  skipped or (offset is not None and start != offset))
+
+
+def read_tail_bytes(path: Path | str, logs_dir: Path, limit: int) -> bytes | None:
+    """The file's last `limit` bytes (all of a shorter one), for the log download; None when
+    it is not a log of this home or cannot be read (the same rules as read_chunk)."""
+    try:
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(os.path.realpath(logs_dir)):
+            return None
+        fd = safe_fs.open_at(None, str(real), os.O_RDONLY)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(max(0, size - limit))
+        return fh.read(limit)

@@ -5,14 +5,21 @@ the event loop (issue 24)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from datetime import datetime
 
+from markupsafe import Markup
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from . import data
+from .chart import duration_chart
+from .find import SORTS
+from .upcoming import upcoming_view
 
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")  # taskfile's id rule, bounded
 STATUSES = ("success", "failed", "timeout", "crashed", "lost", "skipped", "running",  # runs'
@@ -43,27 +50,75 @@ def config_or_page(web, request: Request):
     return config, notes
 
 
+# Rendered Tasks rows by what they show: a row whose fields did not change since the last
+# poll is not rendered again (1,000 rows cost ~180 ms; the markup does not depend on the clock)
+_ROWS: dict[bytes, Markup] = {}
+
+
+def row_html(web, row: dict, paused: bool, rows: int) -> Markup:
+    key = hashlib.blake2b(json.dumps([row, paused], sort_keys=True, default=str).encode(),
+                          digest_size=16).digest()
+    html = _ROWS.get(key)
+    if html is None:
+        if len(_ROWS) > 3 * rows + 100:  # rows that changed since: dropped now and then
+            _ROWS.clear()
+        html = _ROWS[key] = Markup(web.templates.globals["task_row"](row, paused))
+    return html
+
+
+STARTING = 60.0  # seconds a "starting…" row shows after "run now" until its run appears
+
+
+def _starting(asked: str, now: float, runs: list[dict]) -> float | None:
+    """When "run now" was pressed (?started=<epoch>, recent) and no run started since: the
+    page shows a "starting…" row at once, until the run's own row is there."""
+    if not asked.isdigit() or now - float(asked) >= STARTING:
+        return None
+    for r in runs[:5]:
+        if r.get("started_at") and datetime.fromisoformat(r["started_at"]).timestamp() >= \
+                float(asked) - 1:
+            return None
+    return float(asked)
+
+
+def task_page(web, request: Request, config, code: int = 200,
+              pause_form: dict | None = None) -> Response:
+    """The Task page; `pause_form`: the pause's typed input and why it was refused (issue 24:
+    the page again, with what was typed, not an error page)."""
+    now = web.clock()
+    try:
+        view = data.task_view(config, task_id(request), now)
+    except data.NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    starting = _starting(request.query_params.get("started") or "", now, view["runs"])
+    return web.page(request, "task.html", code=code, title=view["task"]["id"],
+                    shared=bool(config.state_url), chart=duration_chart(view["runs"]),
+                    starting=starting, pause_form=pause_form, **view)
+
+
 def routes(web) -> list[Route]:
     def tasks(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
-        tag = request.query_params.get("tag") or None
-        status = request.query_params.get("status") or None
-        view = data.tasks_view(config, web.clock(), tag, status)
+        qp = request.query_params
+        tag = qp.get("tag") or None
+        status = qp.get("status") if qp.get("status") in STATUSES else None
+        q = (qp.get("q") or "")[:200]
+        sort = qp.get("sort") if qp.get("sort") in SORTS else None
+        desc = qp.get("dir") == "desc"
+        view = data.tasks_view(config, web.clock(), tag, status, q, sort, desc)
+        paused = view["maintenance"] is not None
         return web.page(request, "tasks.html", title="Tasks", config_notes=notes, tag=tag,
-                        status=status, statuses=STATUSES, **view)
+                        status=status, statuses=STATUSES, q=q, sort=sort, desc=desc,
+                        sorts=SORTS, row_html=lambda r: row_html(web, r, paused, len(view["rows"])),
+                        **view)
 
     def task(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
             return notes
-        try:
-            view = data.task_view(config, task_id(request), web.clock())
-        except data.NotFound as exc:
-            raise HTTPException(404, str(exc)) from exc
-        return web.page(request, "task.html", title=view["task"]["id"],
-                        shared=bool(config.state_url), **view)
+        return task_page(web, request, config)
 
     def run(request: Request) -> Response:
         config, notes = config_or_page(web, request)
@@ -77,6 +132,19 @@ def routes(web) -> list[Route]:
         return web.page(request, "run.html", title=f"Run {run_id}",
                         shared=bool(config.state_url), **view)
 
+    def run_log(request: Request) -> Response:
+        """The run's whole log as a file (issue 24): text/plain, an attachment."""
+        config, notes = config_or_page(web, request)
+        if config is None:
+            return notes
+        run_id = int_param(request.path_params["run_id"], "run") or 0
+        try:
+            body = data.run_log_bytes(config, run_id)
+        except data.NotFound as exc:
+            raise HTTPException(404, str(exc)) from exc
+        return Response(body, media_type="text/plain; charset=utf-8", headers={
+            "content-disposition": f'attachment; filename="mdcron-run-{run_id}.log"'})
+
     def history(request: Request) -> Response:
         config, notes = config_or_page(web, request)
         if config is None:
@@ -86,8 +154,12 @@ def routes(web) -> list[Route]:
             view = data.history_view(config, task=q.get("task"), status=q.get("status"),
                                      trigger=q.get("trigger"), day=q.get("day") or None,
                                      before=int_param(q.get("before"), "before"))
-        except ValueError as exc:
-            raise HTTPException(400, f"day must be YYYY-MM-DD ({exc})") from exc
+        except ValueError as exc:  # the page again, with what was typed and why (issue 24)
+            return web.page(request, "history.html", code=400, title="History",
+                            filters=dict(q), statuses=RUN_STATUSES, runs=[], next_before=None,
+                            shared=bool(config.state_url),
+                            form_error=f"The day {q.get('day')!r} is not a date: write it as"
+                            f" YYYY-MM-DD, e.g. 2026-11-25 ({exc}).")
         return web.page(request, "history.html", title="History", filters=dict(q),
                         statuses=RUN_STATUSES, shared=bool(config.state_url), **view)
 
@@ -103,8 +175,9 @@ def routes(web) -> list[Route]:
         if config is None:
             return notes
         days = 7 if request.query_params.get("days") == "7" else 1
-        return web.page(request, "upcoming.html", title="Upcoming",
-                        **data.upcoming_view(config, web.clock(), days))
+        day = request.query_params.get("day") or None  # the day whose fires are listed
+        return web.page(request, "upcoming.html", title="Upcoming", shown_day=day,
+                        **upcoming_view(config, web.clock(), days))
 
     def health(request: Request) -> Response:
         config, _ = data.config_or_problems(web.home)
@@ -114,6 +187,7 @@ def routes(web) -> list[Route]:
 
     return [
         Route("/", tasks), Route("/tasks/{task_id}", task), Route("/runs/{run_id}", run),
+        Route("/runs/{run_id}/log.txt", run_log),
         Route("/history", history), Route("/incidents", incidents),
         Route("/upcoming", upcoming), Route("/health", health),
     ]

@@ -137,6 +137,11 @@
       })
       .then(function () { busy = false; schedule(); });
   }
+  document.addEventListener("mdcron:refresh", function () {  // find.js: the address changed
+    tag = null;
+    clearTimeout(timer);
+    refresh();
+  });
   document.addEventListener("visibilitychange", function () {
     if (!document.hidden) refresh(); else schedule();
   });
