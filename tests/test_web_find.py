@@ -77,8 +77,11 @@ def test_task_page_chart_note_holders_and_layout(home, write_task, cli, client):
     (home / "scheduler.yaml").write_text("resources:\n  db: 1\n")
     write_task("alpha", title="Alpha", command="exit 3", uses=["db"], self_heal=True,
                body="Backs up the **alpha** database.\n")
+    # self-heal set up (a key) but not possible (a broken prompt template): the note says why
+    (home / "prompts").mkdir()
+    (home / "prompts" / "self-heal.txt").write_text("Fix $task_id, $nonsense")
     for _ in range(3):
-        cli("run", "alpha")
+        cli("run", "alpha", env={"ANTHROPIC_API_KEY": "sk-test-not-used"})
     html = client.get("/tasks/alpha").text
     # the duration chart: inline SVG drawn by the server, one bar per finished run
     svg = html.split("<svg", 1)[1].split("</svg>", 1)[0]
