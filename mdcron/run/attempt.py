@@ -33,6 +33,7 @@ from .locks import (
 )
 from .process import CommandSpec, RunnerError, command_argv, run_command
 from .proctree import Tree
+from .waits import Gate
 
 LOCK_SETTLE_SECONDS = 1.0  # how long to wait for a lock whose recorded holder is already gone
 
@@ -46,6 +47,7 @@ class RunContext:
     inherit_fds: tuple[int, ...] = ()  # resource units the task's process holds too (issue 12)
     extra_env: tuple[tuple[str, str], ...] = ()  # set by mdcron, e.g. MDCRON_BUSY_RESOURCES
     record_units: Callable[[LockInfo], None] | None = None  # the units' records (issue 12)
+    gate: Gate | None = None  # issue 26: the run slots a waiting ladder gives back (waits.py)
 
 
 def current_owner() -> Owner:

@@ -17,12 +17,14 @@ from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
 from ..settings.config import Config
 from ..state.store import Store
+from ..tasks.run_keys import backoff, start_offset
 from ..tasks.task import Task
 from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
 from .locks import TaskLock, lock_path, read_info
 from .recovery import Recovered
+from .waits import pause
 
 # The tick makes no healer when the scheduler has no API key (tick.default_healer).
 NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
@@ -40,6 +42,7 @@ class LadderOutcome:
     suspend_error: str | None = None  # the file could not be edited
     released: bool = False  # a chain's claim given back: the slot waits for the previous run
     lost: list[Recovered] = field(default_factory=list)  # issue 23: another host's, closed
+    notes: list[str] = field(default_factory=list)  # issue 26: reruns not attempted, and why
 
     def summary(self) -> str:
         """'run failed (exit 1) → retry failed (exit 1) → heal changed → retry success'."""
@@ -147,20 +150,23 @@ def climb(
     healer: Healer | None,
 ) -> LadderOutcome:
     config = ctx.config
+    slot = store.run(run_id) or {}
+    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
+    trigger = str(slot.get("trigger") or "schedule")
+    if trigger == "schedule" and task.jitter:  # issue 26: start at the slot + this task's offset
+        pause(ctx.gate, scheduled_for + start_offset(task, config) - ctx.clock.now())
     heal_reason = healer.unavailable_reason(task) if healer is not None else NO_HEALER
-    budget = ladder_budget(task.timeout, task.retry, heal_reason is None)
+    delays = sum(backoff(task.retry_delay, k) for k in range(1, task.retry + 1))
+    budget = ladder_budget(task.timeout, task.retry, heal_reason is None, delays)
     deadline = time.monotonic() + budget
     probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
     on_probation = probation is not None and probation > ctx.clock.now()
     before = store.task_state(task.id)
     failures_before = before.consecutive_failures if before else 0
-    slot = store.run(run_id) or {}
-    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
-    trigger = str(slot.get("trigger") or "schedule")
 
     result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
     out = LadderOutcome(task, result, Step.DONE, "", steps=[(1, "run", result)])
-    attempt, retried, last_row = 1, False, run_id
+    attempt, retried, last_row, blocked = 1, 0, run_id, False
     while True:
         if healer is not None:
             heal_reason = healer.unavailable_reason(out.task)
@@ -168,6 +174,7 @@ def climb(
             last_ok=result.ok,
             retry_allowed=out.task.retry,
             retried=retried,
+            retry_blocked=blocked,
             heals=len(out.heals),
             heal_available=heal_reason is None and bool(out.task.self_heal),
             on_probation=on_probation,
@@ -180,12 +187,20 @@ def climb(
             out.decision, out.reason, out.final = step, reason, result
             note = heal_note(out.task, result, len(out.heals), heal_reason, on_probation,
                              state.deadline_passed)
+            if not blocked and state.deadline_passed:
+                _retry_past_deadline(store, out, result, retried, last_row)
             if note:  # say on the failure's own row why no (further) heal was tried
                 store.add_note(last_row, note)
-                out.reason = f"{reason}; {note}"
+            out.reason = "; ".join([reason, *out.notes, *([note] if note else [])])
             break
         if step is Step.RETRY:
-            retried = True
+            retried += 1
+            delay = backoff(out.task.retry_delay, retried)
+            if delay > 0 and time.monotonic() + delay >= deadline:
+                blocked = True  # the heals keep their place: the ladder goes on to them
+                _retry_past_deadline(store, out, result, retried - 1, last_row)
+                continue
+            pause(ctx.gate, delay)  # the tick's other tasks run meanwhile (waits.py)
         else:  # HEAL
             attempt += 1
             record = _heal(ctx, store, out, healer, attempt, result, deadline, scheduled_for,
@@ -210,6 +225,18 @@ def climb(
     if out.decision is Step.SUSPEND:
         out.suspend_error = suspend(ctx, store, out.task)
     return out
+
+
+def _retry_past_deadline(store: Store, out: LadderOutcome, result: RunResult, retried: int,
+                         row: int) -> None:
+    """Issue 26: the reruns left when the deadline came, said on the failure's own row."""
+    if result.ok or result.outcome is Outcome.SKIPPED or out.heals or retried >= out.task.retry:
+        return
+    which = f"retry {retried + 1}" if retried + 1 == out.task.retry else (
+        f"retries {retried + 1}-{out.task.retry}")
+    note = f"{which} not attempted: past the deadline"
+    store.add_note(row, note)
+    out.notes.append(note)
 
 
 def heal_note(task: Task, final: RunResult, heals: int, heal_reason: str | None,

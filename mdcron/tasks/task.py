@@ -31,7 +31,7 @@ class Task:
     command: str | None = None
     timezone: str | None = None  # IANA name from the file; None = the config's zone
     timeout: float = 600.0  # seconds
-    retry: bool = False
+    retry: int = 0  # reruns before a heal, 0-10 (issue 26; `true` reads as 1)
     enabled: bool = True
     disabled_reason: str | None = None
     self_heal: bool = True
@@ -60,6 +60,10 @@ class Task:
     # written); None = the config's run_user / run_group, else the tick's own
     user: str | None = None
     group: str | None = None
+    # issue 26 (run_keys.py): a pause before each rerun, a fixed start offset, overlap policy
+    retry_delay: str | None = None  # "30s" or "exponential 10s..5m", as run_keys normalised it
+    jitter: float = 0.0  # seconds: the window after the slot the start is spread over
+    overlap: str = "skip"  # skip | queue | replace | allow
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
 from ..settings.config import Config
+from . import run_keys
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
 from .paths import PathError, script_path, task_cwd
@@ -192,6 +193,14 @@ def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
+def _keyed(check: Callable[[object], object], value: object) -> object:
+    """A run_keys check (issue 26), its ValueError a problem naming the value."""
+    try:
+        return check(value)
+    except ValueError as exc:
+        raise _Bad(f"{exc}; got {_show(value)}") from None
+
+
 def _account(check: Callable[[object], str]) -> Callable[[object], str]:
     def run(value: object) -> str:
         try:
@@ -208,7 +217,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "schedule": _schedule,
     "timezone": _text,
     "timeout": _timeout,
-    "retry": _flag,
+    "retry": lambda v: _keyed(run_keys.retry_count, v),
     "enabled": _flag,
     "disabled_reason": _choice(task_model.DISABLED_REASONS),
     "self_heal": _flag,
@@ -235,6 +244,9 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "hosts": lambda v: _hosts(_str_list("hosts: [web1, web2]")(v)),
     "user": _account(check_user),
     "group": _account(check_group),
+    "retry_delay": lambda v: _keyed(run_keys.retry_delay, v),  # issue 26: run_keys.py
+    "jitter": lambda v: _keyed(run_keys.jitter, v),
+    "overlap": lambda v: _keyed(run_keys.overlap, v),
 }
 assert set(_CHECKS) == KNOWN_KEYS
 _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
@@ -528,6 +540,7 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             )
     _check_schedule(values, report, config)
     _check_issue12_keys(values, report, config)
+    _check_issue26_keys(values, report)
     _check_kind(values, body, report)
     if "cwd" in values and "cwd_policy" in values:
         report.error("cwd_policy: set either cwd or cwd_policy, not both", key="cwd_policy")
@@ -610,6 +623,16 @@ def _after_words(schedule: str) -> list[str] | None:
     if not words or words[0] != "after":
         return None
     return words[1:]
+
+
+def _check_issue26_keys(values: dict[str, object], report: _Report) -> None:
+    """A jitter on a chain (it starts when its upstream succeeds), a delay without retries."""
+    if values.get("jitter") and values.get("after"):
+        report.error("jitter: a chain starts when its upstream succeeds, not at a slot; remove "
+                     "jitter (or put it on the upstream)", key="jitter")
+    if "retry_delay" in values and not values.get("retry"):
+        report.warn("retry_delay: has no effect without retries; add retry: 3 (or remove it)",
+                    key="retry_delay")
 
 
 def _check_issue12_keys(values: dict[str, object], report: _Report, config: Config) -> None:
