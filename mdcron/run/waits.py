@@ -22,6 +22,8 @@ class Gate:
 
     def __init__(self, slots: int):
         self._slots = threading.Semaphore(max(1, slots))
+        self._lock = threading.Lock()
+        self.waiting = 0  # ladders in a pause now (spread.py claims for their slots meanwhile)
 
     def __enter__(self) -> Gate:
         self._slots.acquire()
@@ -32,10 +34,14 @@ class Gate:
 
     def pause(self, seconds: float) -> None:
         """Wait `seconds` with the slot given back; the slot is held again on return."""
+        with self._lock:
+            self.waiting += 1
         self._slots.release()
         try:
             _sleep(seconds)
         finally:
+            with self._lock:
+                self.waiting -= 1
             self._slots.acquire()
 
 
