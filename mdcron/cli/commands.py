@@ -290,6 +290,14 @@ def _note(row: dict) -> str:
     return str(extra.get("note") or "") if isinstance(extra, dict) else ""
 
 
+def _jitter_of(task: object, config: Config) -> float:
+    """A task's jitter offset in seconds (0 for a bare schedule)."""
+    from ..tasks.run_keys import start_offset  # lazy: only for `next`
+    from ..tasks.task import Task  # lazy: only for `next`
+
+    return start_offset(task, config) if isinstance(task, Task) else 0.0
+
+
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
     from ..core.cron import ScheduleError, parse_schedule, resolve_zone
     from ..schedule.cache import load_task_set
@@ -322,11 +330,15 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
             break
         fires.append(nxt.astimezone(zone))
         t = nxt
+    from datetime import timedelta  # lazy: only for `next`
+
+    offset = timedelta(seconds=_jitter_of(task, config))  # issue 26: the fire + its jitter
     if args.json:
-        print_json([f.isoformat() for f in fires])
+        print_json([(f + offset).isoformat() for f in fires])
     else:
         for f in fires:
-            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)"))
+            start = f" → starts {f + offset:%H:%M:%S} (jitter)" if offset else ""
+            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)") + start)
         if not fires:
             print("no further fire times")
     return OK
@@ -410,6 +422,10 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     for key, value in fields.items():
         if value not in (None, "", (), [], {}):
             print(f"{key:16} {value}")
+    from .run_policy import show_lines  # issue 26: retries, jitter, overlap in words
+
+    for key, text in show_lines(config, task):
+        print(f"{key:16} {text}")
     if hold is not None:
         from ..schedule.held import describe
 

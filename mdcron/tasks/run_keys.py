@@ -118,3 +118,16 @@ def start_offset(task: Task, config: Config) -> float:
     if not task.jitter:
         return 0.0
     return jitter_offset(config.host_name, str(config.home), task.id, task.jitter)
+
+
+LOOKAHEAD = 60.0  # a tick claims a jittered slot whose start falls before the next tick
+
+
+def decision_time(task: Task, config: Config, now: float) -> float:
+    """The instant decide() judges a jittered task at (issue 26): a slot counts as due once its
+    start (slot + offset) falls before the next tick, i.e. within LOOKAHEAD of now, and the
+    ladder then waits for that start (ladder.climb). Never later than now: no future slot is
+    claimed. Without `jitter:` it is now."""
+    if not task.jitter:
+        return now
+    return min(now, now + LOOKAHEAD - start_offset(task, config))

@@ -21,6 +21,7 @@ from ..core.limits import check_instant
 from ..settings.config import Config, ConfigError, load_config
 from ..state.runs import RunFilter
 from ..state.store import state_store
+from ..tasks.run_keys import start_offset
 from ..tasks.task import Task
 
 STALE_TICK = 180.0  # seconds without a tick before the banner says so (issue 10: > 3 min)
@@ -161,7 +162,7 @@ def _remember_next_fires(config: Config, loaded: Loaded, rows: list[dict], now: 
     for r in rows:
         task = by_id.get(r["id"])
         if task is not None and task.enabled and r["valid"]:
-            fire = datetime.fromisoformat(r["next_run"]).timestamp() if r["next_run"] else None
+            fire = datetime.fromisoformat(r["next_fire"]).timestamp() if r["next_fire"] else None
             _NEXT[(task.id, task.schedule, task.timezone or config.timezone)] = (now, fire)
     if len(_NEXT) > 4 * len(by_id) + 100:  # renamed tasks: drop the stale keys now and then
         _NEXT.clear()
@@ -307,14 +308,16 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
         if task.after:
             continue
         sched = schedule_of(task, config)
+        offset = timedelta(seconds=start_offset(task, config))  # issue 26: the real start
         t, n = to_dt(now), 0
         while n < cap:
             nxt = sched.next_after(t)
             if nxt is None or nxt > end:
                 break
-            local = nxt.astimezone()
+            local = (nxt + offset).astimezone()
             hours.setdefault(local.strftime("%Y-%m-%d %H:00"), []).append(
-                {"id": task.id, "at": local.strftime("%H:%M"), "iso": nxt.isoformat(),
+                {"id": task.id, "at": local.strftime("%H:%M:%S" if offset else "%H:%M"),
+                 "iso": (nxt + offset).isoformat(),
                  "once_per": task.once_per, "then": sorted(downstream.get(task.id, []))})
             t, n = nxt, n + 1
             total += 1
