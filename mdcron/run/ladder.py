@@ -11,7 +11,9 @@ when the file cannot take one.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
@@ -23,6 +25,14 @@ from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
 from .locks import TaskLock, lock_path, read_info
+from .overlap import (
+    REPLACED,
+    ask_to_replace,
+    own_lock,
+    release_own,
+    replace_previous,
+    replaced_by,
+)
 from .recovery import Recovered
 from .waits import pause
 
@@ -68,6 +78,11 @@ def execute_claimed(
         store.end_running(run_id, Outcome.FAILED, reason, ctx.clock.now())
         failed = RunResult(Outcome.FAILED, fail_reason=reason)
         return LadderOutcome(task, failed, Step.GIVE_UP, reason, steps=[(1, "run", failed)])
+    own = lock is None and task.overlap == "allow"  # issue 26: overlap.py
+    if own:
+        lock = own_lock(ctx, task.id, run_id)
+    elif lock is None and task.overlap == "replace":
+        lock = replace_previous(ctx, store, task, run_id)
     if lock is None:
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
@@ -75,9 +90,13 @@ def execute_claimed(
     from ..hosts.lease import FencedOff, task_lease
 
     lost: list[tuple[int, str]] = []  # another host's rows this run's lease closed as lost
+    lease = task_lease(ctx, store, task, run_id, lost) if task.overlap != "allow" else (
+        nullcontext(None))  # allow: runs side by side, on any host
     try:
-        with task_lease(ctx, store, task, run_id, lost) as reason:  # issue 11: across hosts
+        with lease as reason:  # issue 11: across hosts
             if reason is not None:  # another host's run of this task holds its lease
+                if task.overlap == "replace":
+                    reason = ask_to_replace(store, task, run_id, reason)
                 out = not_now(ctx, store, task, run_id, reason.split(";")[0])
             else:
                 out = climb(ctx, store, task, run_id, lock, healer)
@@ -86,7 +105,7 @@ def execute_claimed(
         refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}{kept}")
         out = LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
     finally:
-        lock.release()
+        release_own(lock) if own else lock.release()
     out.lost = [Recovered(task.id, rid, Outcome.LOST, why) for rid, why in lost]
     return out
 
@@ -116,7 +135,8 @@ def not_now(ctx: RunContext, store: Store, task: Task, run_id: int,
     given back, unrecorded, and a later round or tick (any host) claims it again once the
     previous run ended (chains.run_rounds waits within the chain window)."""
     row = store.run(run_id) or {}
-    if (task.after and row.get("trigger") == "schedule" and row.get("attempt") == 1
+    queued = task.after or task.overlap in ("queue", "replace")  # issue 26: overlap.py
+    if (queued and row.get("trigger") == "schedule" and row.get("attempt") == 1
             and store.release_claim(run_id, task.id, float(row["scheduled_for"]))):
         reason = f"waits for the previous run ({busy}); not claimed, it runs once that one ends"
         waiting = RunResult(Outcome.SKIPPED, fail_reason=reason)
@@ -168,6 +188,8 @@ def climb(
     out = LadderOutcome(task, result, Step.DONE, "", steps=[(1, "run", result)])
     attempt, retried, last_row, blocked = 1, 0, run_id, False
     while True:
+        if (why := replaced_by(store, task, last_row)) is not None:
+            return _replaced(store, out, why)
         if healer is not None:
             heal_reason = healer.unavailable_reason(out.task)
         state = LadderState(
@@ -200,7 +222,9 @@ def climb(
                 blocked = True  # the heals keep their place: the ladder goes on to them
                 _retry_past_deadline(store, out, result, retried - 1, last_row)
                 continue
-            pause(ctx.gate, delay)  # the tick's other tasks run meanwhile (waits.py)
+            pause(ctx.gate, delay, stop=partial(replaced_by, store, task, last_row))
+            if (why := replaced_by(store, task, last_row)) is not None:
+                return _replaced(store, out, why)  # the tick's other tasks ran meanwhile
         else:  # HEAL
             attempt += 1
             record = _heal(ctx, store, out, healer, attempt, result, deadline, scheduled_for,
@@ -224,6 +248,18 @@ def climb(
         store.set_probation(task.id, ctx.clock.now() + config.probation)
     if out.decision is Step.SUSPEND:
         out.suspend_error = suspend(ctx, store, out.task)
+    return out
+
+
+def _replaced(store: Store, out: LadderOutcome, why: str) -> LadderOutcome:
+    """Issue 26: a later slot stopped this run (overlap: replace); the ladder ends here, no
+    rerun, no heal, no failure counted. The mark goes with it (the replacer's too)."""
+    store.take_meta(REPLACED + out.task.id)
+    out.final = RunResult(Outcome.SKIPPED, fail_reason=why)
+    out.decision, out.reason = Step.DONE, why
+    if out.steps:  # the stopped attempt: its row says "replaced by slot …"
+        attempt, kind, _result = out.steps[-1]
+        out.steps[-1] = (attempt, kind, out.final)
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 
 class Gate:
@@ -32,30 +33,33 @@ class Gate:
     def __exit__(self, *exc: object) -> None:
         self._slots.release()
 
-    def pause(self, seconds: float) -> None:
+    def pause(self, seconds: float, stop: Callable[[], object] | None = None) -> None:
         """Wait `seconds` with the slot given back; the slot is held again on return."""
         with self._lock:
             self.waiting += 1
         self._slots.release()
         try:
-            _sleep(seconds)
+            _sleep(seconds, stop)
         finally:
             with self._lock:
                 self.waiting -= 1
             self._slots.acquire()
 
 
-def pause(gate: Gate | None, seconds: float) -> None:
-    """Wait `seconds` (monotonic), without a run slot when the dispatcher gave one."""
+def pause(gate: Gate | None, seconds: float, stop: Callable[[], object] | None = None) -> None:
+    """Wait `seconds` (monotonic), without a run slot when the dispatcher gave one; `stop`,
+    asked each second, ends the wait early when true (overlap: replace, overlap.py)."""
     if seconds <= 0:
         return
     if gate is None:
-        _sleep(seconds)
+        _sleep(seconds, stop)
     else:
-        gate.pause(seconds)
+        gate.pause(seconds, stop)
 
 
-def _sleep(seconds: float) -> None:
+def _sleep(seconds: float, stop: Callable[[], object] | None = None) -> None:
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         time.sleep(min(left, 1.0))
+        if stop is not None and stop():
+            return

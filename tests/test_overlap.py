@@ -1,0 +1,101 @@
+"""Issue 26 item 3: `overlap:` skip | queue | replace | allow, with the previous run a real tick
+in its own process (the CLI, `tick --now`) holding the task's lock, and the next slot's tick
+in this process at an injected instant."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from conftest import SCHEDULER
+from test_ladder import query, tick
+
+T0 = datetime(2026, 11, 23, 9, 58, tzinfo=UTC)  # first seen: no fire in this minute
+FIRST = T0.replace(hour=10, minute=0)
+SECOND = FIRST + timedelta(minutes=5)
+# the first slot's run waits for `go`; any later run (the file `second` exists) ends at once
+COMMAND = ("if [ -e second ]; then exit 0; fi; touch started;"
+           " while [ ! -e go ]; do sleep 0.1; done")
+
+
+def start_first(home: Path, write_task, **keys: object) -> subprocess.Popen:
+    (home / "work").mkdir(exist_ok=True)
+    write_task("job", schedule="*/5 * * * *", cwd=str(home / "work"), command=COMMAND, **keys)
+    tick(home, T0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    proc = subprocess.Popen([sys.executable, str(SCHEDULER), "--home", str(home), "tick",
+                             "--now", FIRST.isoformat()], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: (home / "work" / "started").exists() or proc.poll() is not None)
+    assert proc.poll() is None, proc.communicate()[0]
+    (home / "work" / "second").touch()
+    return proc
+
+
+def wait_for(condition, seconds: float = 60.0) -> None:
+    give_up = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < give_up, "timed out"
+        time.sleep(0.05)
+
+
+def finish(proc: subprocess.Popen, home: Path) -> str:
+    (home / "work" / "go").touch()
+    out, _ = proc.communicate(timeout=60)
+    return out
+
+
+def slots(home: Path) -> list[tuple[str, int, str, str]]:
+    return [(datetime.fromtimestamp(r[0], UTC).strftime("%H:%M"), r[1], r[2], r[3] or "")
+            for r in query(home, "SELECT scheduled_for, attempt, status, error FROM runs"
+                                 " WHERE task_id = 'job' ORDER BY id")]
+
+
+def test_queue_runs_the_slot_once_the_previous_run_ended(home, write_task):
+    proc = start_first(home, write_task, overlap="queue")
+    [outcome] = tick(home, SECOND).ladders
+    assert outcome.released and "runs once that one ends" in outcome.reason
+    assert [s[:3] for s in slots(home)] == [("10:00", 1, "running")]  # nothing recorded
+    assert tick(home, SECOND + timedelta(minutes=1)).ladders[0].released  # still running
+    finish(proc, home)
+    [outcome] = tick(home, SECOND + timedelta(minutes=2)).ladders
+    assert outcome.final.ok
+    assert [s[:3] for s in slots(home)] == [("10:00", 1, "success"), ("10:05", 1, "success")]
+
+
+def test_queue_gives_up_a_slot_past_the_catchup_window(home, write_task):
+    proc = start_first(home, write_task, overlap="queue", catchup="2m")
+    assert tick(home, SECOND).ladders[0].released
+    finish(proc, home)
+    report = tick(home, SECOND + timedelta(minutes=3))  # 10:08: 10:05 is 3 min late
+    assert report.ladders == []
+    [first, second] = slots(home)
+    assert second[:3] == ("10:05", 1, "skipped") and "catch" in second[3]
+
+
+def test_replace_stops_the_previous_run_and_starts(home, write_task):
+    proc = start_first(home, write_task, overlap="replace", retry=1)
+    [outcome] = tick(home, SECOND).ladders
+    assert outcome.final.ok
+    out, _ = proc.communicate(timeout=60)  # the old tick ends on its own, its run stopped
+    assert "replaced by slot 2026-11-23 10:05 UTC" in out, out
+    rows = slots(home)
+    assert [r[:3] for r in rows] == [("10:00", 1, "skipped"), ("10:05", 1, "success")], rows
+    assert rows[0][3].startswith("replaced by slot 2026-11-23 10:05 UTC: stopped")
+    assert not (home / "work" / "go").exists()  # it never ended by itself: it was stopped
+    assert query(home, "SELECT count(*) FROM meta WHERE key LIKE 'replaced:%'") == [(0,)]
+
+
+def test_allow_runs_beside_the_previous_run_under_its_own_lock(home, write_task):
+    proc = start_first(home, write_task, overlap="allow")
+    [outcome] = tick(home, SECOND).ladders
+    assert outcome.final.ok
+    assert [s[:3] for s in slots(home)] == [("10:00", 1, "running"), ("10:05", 1, "success")]
+    finish(proc, home)
+    assert [s[:3] for s in slots(home)] == [("10:00", 1, "success"), ("10:05", 1, "success")]
+    locks = sorted(p.name for p in (home / "state" / "locks").glob("job*"))
+    assert locks == ["job.lock"]  # the second run's own lock file went with it
