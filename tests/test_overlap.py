@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from conftest import SCHEDULER
+from conftest import SCHEDULER, render_task, run_cli
 from test_ladder import query, tick
 
 T0 = datetime(2026, 11, 23, 9, 58, tzinfo=UTC)  # first seen: no fire in this minute
@@ -99,3 +99,43 @@ def test_allow_runs_beside_the_previous_run_under_its_own_lock(home, write_task)
     assert [s[:3] for s in slots(home)] == [("10:00", 1, "success"), ("10:05", 1, "success")]
     locks = sorted(p.name for p in (home / "state" / "locks").glob("job*"))
     assert locks == ["job.lock"]  # the second run's own lock file went with it
+
+
+def host_home(root: Path, name: str, url: str, work: Path) -> Path:
+    home = root / name
+    (home / "tasks").mkdir(parents=True)
+    (home / "scheduler.yaml").write_text(f"host: {name}\nstate_url: '{url}'\nlease_seconds: 3\n"
+                                         "kill_grace: 1\n", encoding="utf-8")
+    command = COMMAND.replace("second", f"{work}/second").replace("started", f"{work}/started")
+    (home / "tasks" / "job.md").write_text(render_task(
+        "job", schedule="*/5 * * * *", overlap="replace",
+        command=command.replace(" go ", f" {work}/go ")), encoding="utf-8")
+    return home
+
+
+def test_replace_across_hosts_asks_the_holder_to_stop(tmp_path, pg_url):
+    """Host a runs the 10:00 slot; host b's 10:05 slot finds a's lease: it asks a (through the
+    state) and waits; a's lease renewal stops the run and ends its ladder; b runs 10:05."""
+    work = tmp_path / "work"
+    work.mkdir()
+    a, b = (host_home(tmp_path, name, pg_url, work) for name in ("a", "b"))
+    for home in (a, b):
+        assert run_cli(home, "tick", "--now", T0.isoformat()).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    proc = subprocess.Popen([sys.executable, str(SCHEDULER), "--home", str(a), "tick", "--now",
+                             FIRST.isoformat()], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: (work / "started").exists() or proc.poll() is not None)
+    assert proc.poll() is None, proc.communicate()[0]
+    (work / "second").touch()
+    out = run_cli(b, "tick", "--now", SECOND.isoformat())
+    assert "asked to stop it" in out.stdout + out.stderr, out
+    a_out, _ = proc.communicate(timeout=60)  # a's renewal thread stopped its run
+    assert "replaced by slot 2026-11-23 10:05 UTC" in a_out, a_out
+    out = run_cli(b, "tick", "--now", (SECOND + timedelta(minutes=1)).isoformat())
+    assert out.returncode == 0, out
+    rows = [(r[0], r[1], r[2]) for r in query(b, "SELECT host, status, error FROM runs"
+                                                 " WHERE task_id = 'job' ORDER BY id")]
+    assert [r[:2] for r in rows] == [("a", "skipped"), ("b", "success")], rows
+    assert rows[0][2].startswith("replaced by slot 2026-11-23 10:05 UTC: stopped")
+    assert not (work / "go").exists()

@@ -17,6 +17,7 @@ from functools import partial
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
+from ..hosts.replace_marks import REPLACED
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.run_keys import backoff, start_offset
@@ -26,7 +27,6 @@ from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next
 from .heal_protocol import Healer, HealRecord
 from .locks import TaskLock, lock_path, read_info
 from .overlap import (
-    REPLACED,
     ask_to_replace,
     own_lock,
     release_own,

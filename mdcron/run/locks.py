@@ -279,6 +279,18 @@ def kill_holder(info: LockInfo, grace: float) -> list[str]:
     return done
 
 
+def stop_run_tree(info: LockInfo, grace: float) -> list[str]:
+    """Issue 26 (`overlap: replace`): stop a live run's processes (its group, then what left
+    it), never its tick: the tick lives on, records the stop and ends the run's ladder."""
+    from .process import kill_process_group
+
+    done = []
+    if info.pgid and process_matches(info.pgid, info.child_start, info.boot_id):
+        kill_process_group(info.pgid, grace)
+        done.append(f"stopped process group {info.pgid}")
+    return done + kill_leftovers(info, grace)
+
+
 def kill_leftovers(info: LockInfo, grace: float) -> list[str]:
     """Issue 21: end what is left of the recorded run, through its cgroup and its mark
     (proctree.py), when it ran since this boot. Returns the processes killed, named."""

@@ -25,22 +25,12 @@ from pathlib import Path
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome
+from ..hosts.replace_marks import REPLACE_REQUEST, REPLACED, marked_row, replaced_mark
 from ..state.store import Store
 from ..tasks.task import Task
 from .attempt import RunContext
-from .locks import (
-    LockInfo,
-    TaskLock,
-    holder_alive,
-    kill_leftovers,
-    lock_path,
-    process_matches,
-    read_info,
-)
-from .process import kill_process_group
+from .locks import TaskLock, holder_alive, lock_path, read_info, stop_run_tree
 
-REPLACED = "replaced:"  # meta replaced:<task id> = "<row id>\t<why>": that row's ladder stops
-REPLACE_REQUEST = "replace_request:"  # meta replace_request:<task id> = why, for another host
 LOCK_WAIT = 10.0  # seconds, after the kill's grace, for the stopped run's ladder to let go
 
 
@@ -77,11 +67,11 @@ def replace_previous(ctx: RunContext, store: Store, task: Task, run_id: int) -> 
     if info is None or not holder_alive(info):
         return None
     why = f"replaced by {slot_words(store, run_id)}"
-    store.set_meta(REPLACED + task.id, f"{info.run_id}\t{why}")
+    store.set_meta(REPLACED + task.id, replaced_mark(info.run_id, why))
     store.end_running(info.run_id, Outcome.SKIPPED, f"{why}: stopped (TERM, grace, KILL)",
                       ctx.clock.now())
     grace = ctx.config.kill_grace
-    stop_tree(info, grace)
+    stop_run_tree(info, grace)
     lock = TaskLock(path, ctx.config.home)
     give_up = time.monotonic() + grace + LOCK_WAIT
     while not lock.try_acquire():
@@ -92,26 +82,12 @@ def replace_previous(ctx: RunContext, store: Store, task: Task, run_id: int) -> 
     return lock
 
 
-def stop_tree(info: LockInfo, grace: float) -> list[str]:
-    """The run's processes (group, then what left it), never its tick: the tick lives on and
-    records the stop (its ladder ends at the `replaced:` mark)."""
-    done = []
-    if info.pgid and process_matches(info.pgid, info.child_start, info.boot_id):
-        kill_process_group(info.pgid, grace)
-        done.append(f"stopped process group {info.pgid}")
-    done += kill_leftovers(info, grace)
-    return done
-
-
 def replaced_by(store: Store, task: Task, row: int) -> str | None:
     """For the ladder of a `replace` task: why its run `row` was replaced, or None."""
     if task.overlap != "replace":
         return None
-    mark = store.get_meta(REPLACED + task.id)
-    if not mark:
-        return None
-    rid, _, why = mark.partition("\t")
-    return why if rid == str(row) else None
+    found = marked_row(store.get_meta(REPLACED + task.id))
+    return found[1] if found is not None and found[0] == str(row) else None
 
 
 def ask_to_replace(store: Store, task: Task, run_id: int, busy: str) -> str:
