@@ -62,8 +62,9 @@ def test_queue_runs_the_slot_once_the_previous_run_ended(home, write_task):
     assert [s[:3] for s in slots(home)] == [("10:00", 1, "running")]  # nothing recorded
     assert tick(home, SECOND + timedelta(minutes=1)).ladders[0].released  # still running
     finish(proc, home)
-    [outcome] = tick(home, SECOND + timedelta(minutes=2)).ladders
-    assert outcome.final.ok
+    # the real CLI: its idle check must see the slot owed again
+    out = run_cli(home, "tick", "--now", (SECOND + timedelta(minutes=2)).isoformat())
+    assert out.returncode == 0, out
     assert [s[:3] for s in slots(home)] == [("10:00", 1, "success"), ("10:05", 1, "success")]
 
 
@@ -139,3 +140,17 @@ def test_replace_across_hosts_asks_the_holder_to_stop(tmp_path, pg_url):
     assert [r[:2] for r in rows] == [("a", "skipped"), ("b", "success")], rows
     assert rows[0][2].startswith("replaced by slot 2026-11-23 10:05 UTC: stopped")
     assert not (work / "go").exists()
+
+
+def test_show_and_why_say_the_retries_and_the_overlap_policy(home, write_task, cli):
+    write_task("job", schedule="0 10 * * *", command="true", retry=3,
+               retry_delay="exponential 10s..5m", overlap="queue")
+    out = cli("show", "job")
+    assert out.returncode == 0, out.stderr
+    assert "3 rerun(s) after 10s, 20s, 40s" in out.stdout
+    assert "queue: a slot that finds the previous run still going runs once it ends" in (
+        " ".join(out.stdout.split()))
+    out = cli("why", "job", "--at", "2026-11-23T09:30:00Z")
+    text = " ".join(out.stdout.split())
+    assert "on failure: 3 rerun(s) after 10s, 20s, 40s" in text
+    assert "overlap: queue:" in text
