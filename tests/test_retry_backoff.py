@@ -108,3 +108,18 @@ def test_a_waiting_rerun_does_not_hold_up_the_other_tasks(home, write_task):
     assert a_retry[0] == "retry"
     assert b_run[1] == "success"
     assert a_run[3] <= b_run[2] and b_run[3] <= a_retry[2]
+
+
+def test_jitter_on_a_chain_and_a_delay_without_retries_are_reported(home):
+    from mdcron.settings.config import load_config
+    from mdcron.tasks.taskfile import parse_task_text
+
+    config, _ = load_config(home)
+    text = "---\nid: down\nschedule: after up\njitter: 1m\ncommand: 'true'\n---\n"
+    task, [problem] = parse_task_text(text, home / "tasks" / "down.md", config)
+    assert task is None and (problem.key, problem.line) == ("jitter", 4)
+    assert "a chain starts when its upstream succeeds" in problem.message
+    text = "---\nid: up\nschedule: '@daily'\nretry_delay: 30s\ncommand: 'true'\n---\n"
+    task, [problem] = parse_task_text(text, home / "tasks" / "up.md", config)
+    assert task is not None and problem.severity == "warning"
+    assert (problem.key, problem.line) == ("retry_delay", 4) and "add retry: 3" in problem.message
