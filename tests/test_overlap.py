@@ -154,3 +154,38 @@ def test_show_and_why_say_the_retries_and_the_overlap_policy(home, write_task, c
     text = " ".join(out.stdout.split())
     assert "on failure: 3 rerun(s) after 10s, 20s, 40s" in text
     assert "overlap: queue:" in text
+
+
+def test_allow_a_run_whose_tick_died_is_recovered_through_its_own_lock(home, write_task):
+    """Two allowed runs at once; the second's tick and task are killed (-9): the next tick finds
+    the row through the run's own lock (the task's lock is the first run's), closes it
+    `crashed` and removes that lock file."""
+    import json
+    import signal
+
+    work = home / "work"
+    work.mkdir()
+    write_task("job", schedule="*/5 * * * *", cwd=str(work), overlap="allow", command=(
+        "if [ -e started ]; then touch started2; fi; touch started;"
+        " while [ ! -e go ]; do sleep 0.1; done"))
+    tick(home, T0)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
+    procs = []
+    for at, mark in ((FIRST, "started"), (SECOND, "started2")):
+        procs.append(subprocess.Popen([sys.executable, str(SCHEDULER), "--home", str(home),
+                                       "tick", "--now", at.isoformat()], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_for(lambda mark=mark: (work / mark).exists())
+    [own] = (home / "state" / "locks").glob("job@*.lock")
+    wait_for(lambda: json.loads(own.read_text() or "{}").get("pgid") is not None)
+    info = json.loads(own.read_text())
+    procs[1].kill()
+    procs[1].wait(timeout=30)
+    os.killpg(info["pgid"], signal.SIGKILL)
+    wait_for(lambda: not os.path.exists(f"/proc/{info['pgid']}"))
+    report = tick(home, SECOND + timedelta(minutes=1))
+    assert [(r.run_id, r.status.value) for r in report.recovered] == [(info["run_id"], "crashed")]
+    assert not own.exists()
+    (work / "go").touch()
+    procs[0].wait(timeout=60)
+    assert [s[:3] for s in slots(home)] == [("10:00", 1, "success"), ("10:05", 1, "crashed")]

@@ -62,6 +62,11 @@ def lock_path(locks_dir: Path, task_id: str) -> Path:
     return locks_dir / f"{task_id}.lock"
 
 
+def run_lock_path(locks_dir: Path, task_id: str, run_id: int) -> Path:
+    """Issue 26, `overlap: allow`: the lock of one run beside the task's own (run/overlap.py)."""
+    return locks_dir / f"{task_id}@{run_id}.lock"
+
+
 @lru_cache(maxsize=1)
 def boot_id() -> str | None:
     try:

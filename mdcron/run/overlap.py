@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from contextlib import suppress
-from pathlib import Path
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome
@@ -29,14 +28,9 @@ from ..hosts.replace_marks import REPLACE_REQUEST, REPLACED, marked_row, replace
 from ..state.store import Store
 from ..tasks.task import Task
 from .attempt import RunContext
-from .locks import TaskLock, holder_alive, lock_path, read_info, stop_run_tree
+from .locks import TaskLock, holder_alive, lock_path, read_info, run_lock_path, stop_run_tree
 
 LOCK_WAIT = 10.0  # seconds, after the kill's grace, for the stopped run's ladder to let go
-
-
-def run_lock_path(locks_dir: Path, task_id: str, run_id: int) -> Path:
-    """`overlap: allow`: the lock of one run beside the task's own."""
-    return locks_dir / f"{task_id}@{run_id}.lock"
 
 
 def own_lock(ctx: RunContext, task_id: str, run_id: int) -> TaskLock | None:
