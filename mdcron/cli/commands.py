@@ -316,6 +316,14 @@ def _note(row: dict) -> str:
     return str(extra.get("note") or "") if isinstance(extra, dict) else ""
 
 
+def _jitter_of(task: object, config: Config) -> float:
+    """A task's jitter offset in seconds (0 for a bare schedule)."""
+    from ..tasks.run_keys import start_offset  # lazy: only for `next`
+    from ..tasks.task import Task  # lazy: only for `next`
+
+    return start_offset(task, config) if isinstance(task, Task) else 0.0
+
+
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
     from ..core.cron import ScheduleError, parse_schedule, resolve_zone
     from ..schedule.cache import load_task_set
@@ -361,11 +369,15 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
             break
         fires.append(nxt.astimezone(shown))
         t = nxt
+    from datetime import timedelta  # lazy: only for `next`
+
+    offset = timedelta(seconds=_jitter_of(task, config))  # issue 26: the fire + its jitter
     if args.json:
-        print_json([f.isoformat() for f in fires])
+        print_json([(f + offset).isoformat() for f in fires])
     else:
         for f in fires:
-            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)"))
+            start = f" → starts {f + offset:%H:%M:%S} (jitter)" if offset else ""
+            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)") + start)
         if not fires:
             print("no further fire times")
     return OK
@@ -483,13 +495,15 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
     from ..core.cron import resolve_zone
     from .fit import terminal_width
     from .queries import zone_name
+    from .run_policy import show_lines as policy_rows  # issue 26: retries, jitter, overlap
 
     no_key = task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip()
+    notes = [*policy_rows(config, task),
+             # said here, not on every failure row (issue 25)
+             *([("self-heal", f"off: {NO_KEY_HEAL}")] if no_key else [])]
     lines = show_lines(task, config, resolve_zone(zone_name(task, config)),
                        zone_name(task, config), state, runs, now, _error_text,
-                       terminal_width() if sys.stdout.isatty() else 0,
-                       # said here, not on every failure row (issue 25)
-                       (("self-heal", f"off: {NO_KEY_HEAL}"),) if no_key else ())
+                       terminal_width() if sys.stdout.isatty() else 0, tuple(notes))
     if hold is not None:
         from ..schedule.held import describe
 

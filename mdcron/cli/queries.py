@@ -21,7 +21,9 @@ from ..schedule.observe import observe
 from ..schedule.once_per import last_successes, skip_reason
 from ..settings.config import Config
 from ..state.store import TaskState, state_store
+from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
+from .run_policy import OVERLAP_WORDS, next_start, policy_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
         state = loaded.states.get(task.id)
         nxt = None if task.id in loaded.held else next_fire(task, config, now,
                                                               loaded.due.get(task.id))
+        start = next_start(task, config, nxt)  # issue 26: the fire plus its jitter
         info = read_info(lock_path(config.locks_dir, task.id))  # as `why`: the lock says so
         running_since = info.started_at if info is not None and holder_alive(info) else None
         rows.append({
@@ -89,7 +92,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "last_status": last.get("status"),
             "last_host": last.get("host"),  # issue 11: the host that ran it
             "running_since": iso(running_since),
-            "next_run": nxt.isoformat() if nxt else None,
+            "next_run": start.isoformat() if start else None,
+            "next_fire": nxt.isoformat() if nxt else None,
             "overdue_since": None if running_since is not None or task.id in loaded.held
             else iso(overdue_since(task, config, state, now, loaded.due.get(task.id))),
             "command": command_text(task),
@@ -109,7 +113,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             rows.append({
                 "id": path.stem, "title": None, "schedule": None, "timezone": None,
                 "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
-                "last_host": None, "running_since": None,
+                "last_host": None, "running_since": None, "next_fire": None,
                 "next_run": None, "overdue_since": None, "command": None,
                 "consecutive_failures": 0, "tags": [], "uses": [],
                 "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
@@ -210,7 +214,8 @@ def _decision_lines(config: Config, task: Task, state: TaskState | None, at: flo
     else:
         lines.append("no fire time between then and now")
     catchup = task.catchup if task.catchup is not None else config.catchup
-    decision = decide(sched, now=at_dt, last_slot=last, not_before=not_before, catchup=catchup)
+    decision = decide(sched, now=to_dt(decision_time(task, config, at)), last_slot=last,
+                      not_before=not_before, catchup=catchup)  # issue 26: jitter
     verdict = {"run": "due: runs", "skip": "skipped", "wait": "not due"}[decision.action]
     reason = decision.reason
     if decision.action == "run" and decision.slot is not None and task.once_per:
@@ -224,8 +229,10 @@ def _decision_lines(config: Config, task: Task, state: TaskState | None, at: flo
     info = read_info(lock_path(config.locks_dir, task.id))
     if holder_alive(info) and info is not None:
         held = format_duration(max(0.0, at - info.started_at))
-        lines.append(f"locked: a run started {held} ago is still going; a new slot is skipped")
+        lines.append(f"locked: a run started {held} ago is still going; "
+                     f"{OVERLAP_WORDS[task.overlap]}")
     lines.append(f"next fire: {local(decision.next_fire)}")
+    lines += policy_lines(config, task, decision.next_fire, local)
     return lines + issue12_lines(config, task, at)
 
 

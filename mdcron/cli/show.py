@@ -20,7 +20,8 @@ RUNS = 3
 SECONDS = ("timeout", "catchup", "busy_wait", "chain_window")  # shown as durations
 SHOWN_APART = ("id", "title", "path", "schedule", "timezone", "command", "body", "prompt",
                "run_as", "enabled", "disabled_reason",
-               "memory_max", "nice", "io_class", "ping_url")  # issue 26: outside_lines
+               "memory_max", "nice", "io_class", "ping_url",  # issue 26: outside_lines
+               "retry", "retry_delay", "jitter", "overlap")  # issue 26: run_policy
 
 
 def next_fires(task: Task, config, now: float, count: int = FIRES) -> list:

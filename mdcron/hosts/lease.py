@@ -50,6 +50,7 @@ from typing import Any
 from ..core.clock import to_dt
 from ..core.outcome import Outcome
 from ..state.leases import Busy, FencedOff, margin
+from .replace_marks import REPLACE_REQUEST, REPLACED, replaced_mark
 
 __all__ = ["LEASE_SECONDS", "FencedOff", "Lease", "Renewer", "acquire", "holder_id", "release",
            "renew", "renewer", "task_lease"]
@@ -105,6 +106,7 @@ class Held:
     lease: Lease
     store: Any | None
     renewed: float  # time.monotonic() when the last renewal that succeeded (or the take) was sent
+    replace: bool = False  # issue 26: its task has `overlap: replace` (replace_marks.py)
 
 
 class Round:
@@ -134,6 +136,8 @@ class Round:
                 sent = time.monotonic()
                 if renew(store, h.lease, self.seconds):
                     owner.renewed(self, h, sent)
+                    if h.replace:  # issue 26: a later slot on another host asks to replace
+                        owner.replace_if_asked(store, h)
                 else:
                     owner.taken_over(h)
         except Exception as exc:  # the database is away: the next round tries again
@@ -168,11 +172,12 @@ class Renewer:
         self.thread: threading.Thread | None = None
         self.conn: Any | None = None  # the renewal connection's store, made by a round
 
-    def add(self, lease: Lease, store=None, sent: float | None = None) -> None:
+    def add(self, lease: Lease, store=None, sent: float | None = None,
+            replace: bool = False) -> None:
         """Hold `lease` (taken when `sent`, monotonic); `store`: its run's, to fence off."""
         with self.guard:
             self.held[lease.task_id] = Held(lease, store, time.monotonic() if sent is None
-                                            else sent)
+                                            else sent, replace)
             if self.thread is None:
                 self.thread = threading.Thread(target=self._loop, name="lease-renewal",
                                                daemon=True)
@@ -251,6 +256,25 @@ class Renewer:
             self._stop(h, "its lease was taken over by another host (this tick could not"
                        " renew it in time)")
 
+    def replace_if_asked(self, store, h: Held) -> None:
+        """Issue 26: another host's later slot asked (replace_marks.py) to replace this run:
+        close its row "replaced by slot …", mark it so its ladder ends, stop its tree. On the
+        round's connection; the mark is taken by one host only (check-and-set)."""
+        task_id = h.lease.task_id
+        why = store.get_meta(REPLACE_REQUEST + task_id)
+        if not why or not store.take_meta(REPLACE_REQUEST + task_id):
+            return
+        from ..run.locks import lock_path, read_info, stop_run_tree  # lazy: run/ is above hosts/
+
+        info = read_info(lock_path(self.config.locks_dir, task_id))
+        if info is None or info.tick_pid != os.getpid():
+            return
+        store.set_meta(REPLACED + task_id, replaced_mark(info.run_id, why))
+        store.end_running(info.run_id, Outcome.SKIPPED, f"{why}: stopped (TERM, grace, KILL)",
+                          time.time())  # the round has no tick clock: the real time
+        threading.Thread(target=stop_run_tree, args=(info, self.config.kill_grace),
+                         daemon=True).start()
+
     def _stop(self, h: Held, why: str) -> None:
         from ..run.locks import kill_holder, lock_path, read_info  # lazy: run/ is above hosts/
 
@@ -312,7 +336,7 @@ def task_lease(ctx, store, task, run_id: int,
         if store.end_running(other, Outcome.LOST, why, now, unobserved=True) and lost is not None:
             lost.append((other, why))
     keeper = renewer(config, store)
-    keeper.add(lease, store, sent)
+    keeper.add(lease, store, sent, replace=getattr(task, "overlap", "skip") == "replace")
     store.fence = (task.id, lease.fence)
     fenced = False
     try:

@@ -35,6 +35,7 @@ from .locks import (
 from .process import CommandSpec, RunnerError, command_argv, run_command
 from .proctree import Tree
 from .stop import note_in_log, stopped_reason, take_stop
+from .waits import Gate
 
 LOCK_SETTLE_SECONDS = 1.0  # how long to wait for a lock whose recorded holder is already gone
 
@@ -50,6 +51,7 @@ class RunContext:
     record_units: Callable[[LockInfo], None] | None = None  # the units' records (issue 12)
     # alert destinations whose delivery failed in this tick: its later flushes skip them
     failed_destinations: set[str] = field(default_factory=set)
+    gate: Gate | None = None  # issue 26: the run slots a waiting ladder gives back (waits.py)
 
 
 def current_owner() -> Owner:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.outcome import Outcome, RunResult
 from ..state.store import Store, StoreError, database_lost, state_store
@@ -24,6 +24,7 @@ from .attempt import RunContext
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
+from .waits import Gate
 
 
 @dataclass(slots=True)
@@ -45,10 +46,18 @@ def run_all(
     if not to_run:
         return []
 
-    def one(item: tuple[Task, int]) -> LadderOutcome:
-        return run_one(ctx, item, say, healer)
+    slots = max(1, min(ctx.config.max_parallel, len(to_run)))
+    waiting = sum(1 for task, _ in to_run if may_wait(task))
+    workers = min(len(to_run), slots + waiting)
+    if waiting and workers > slots:  # issue 26: a waiting ladder gives its slot back (waits.py)
+        ctx = replace(ctx, gate=Gate(slots))
 
-    workers = max(1, min(ctx.config.max_parallel, len(to_run)))
+    def one(item: tuple[Task, int]) -> LadderOutcome:
+        if ctx.gate is None:
+            return run_one(ctx, item, say, healer)
+        with ctx.gate:
+            return run_one(ctx, item, say, healer)
+
     if workers == 1:
         return [one(item) for item in to_run]
     from concurrent.futures import ThreadPoolExecutor
@@ -61,6 +70,11 @@ def run_all(
             except Exception:  # an optimisation only: its work is done again after the runs
                 pass
         return list(outcomes)
+
+
+def may_wait(task: Task) -> bool:
+    """Issue 26: a ladder that may wait (a rerun's delay, a jitter start) inside the tick."""
+    return bool(task.jitter or (task.retry and task.retry_delay))
 
 
 def run_one(ctx: RunContext, item: tuple[Task, int], say: Callable[[str], None],

@@ -11,19 +11,31 @@ when the file cannot take one.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
+from ..hosts.replace_marks import REPLACED
 from ..settings.config import Config
 from ..state.store import Store
+from ..tasks.run_keys import backoff, start_offset
 from ..tasks.task import Task
 from . import pings
 from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
 from .locks import TaskLock, lock_path, read_info
+from .overlap import (
+    ask_to_replace,
+    own_lock,
+    release_own,
+    replace_previous,
+    replaced_by,
+)
 from .recovery import Recovered
+from .waits import pause
 
 # The tick makes no healer when the scheduler has no API key (tick.default_healer).
 NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
@@ -41,6 +53,7 @@ class LadderOutcome:
     suspend_error: str | None = None  # the file could not be edited
     released: bool = False  # a chain's claim given back: the slot waits for the previous run
     lost: list[Recovered] = field(default_factory=list)  # issue 23: another host's, closed
+    notes: list[str] = field(default_factory=list)  # issue 26: reruns not attempted, and why
 
     def summary(self) -> str:
         """'run failed (exit 1) → retry failed (exit 1) → heal changed → retry success'."""
@@ -66,6 +79,11 @@ def execute_claimed(
         store.end_running(run_id, Outcome.FAILED, reason, ctx.clock.now())
         failed = RunResult(Outcome.FAILED, fail_reason=reason)
         return LadderOutcome(task, failed, Step.GIVE_UP, reason, steps=[(1, "run", failed)])
+    own = lock is None and task.overlap == "allow"  # issue 26: overlap.py
+    if own:
+        lock = own_lock(ctx, task.id, run_id)
+    elif lock is None and task.overlap == "replace":
+        lock = replace_previous(ctx, store, task, run_id)
     if lock is None:
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
@@ -73,9 +91,13 @@ def execute_claimed(
     from ..hosts.lease import FencedOff, task_lease
 
     lost: list[tuple[int, str]] = []  # another host's rows this run's lease closed as lost
+    lease = task_lease(ctx, store, task, run_id, lost) if task.overlap != "allow" else (
+        nullcontext(None))  # allow: runs side by side, on any host
     try:
-        with task_lease(ctx, store, task, run_id, lost) as reason:  # issue 11: across hosts
+        with lease as reason:  # issue 11: across hosts
             if reason is not None:  # another host's run of this task holds its lease
+                if task.overlap == "replace":
+                    reason = ask_to_replace(store, task, run_id, reason)
                 out = not_now(ctx, store, task, run_id, reason.split(";")[0])
             else:
                 flight = pings.start(task)  # issue 26: ping_url's /start, in the background
@@ -87,7 +109,7 @@ def execute_claimed(
         refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}{kept}")
         out = LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
     finally:
-        lock.release()
+        release_own(lock) if own else lock.release()
     out.lost = [Recovered(task.id, rid, Outcome.LOST, why) for rid, why in lost]
     return out
 
@@ -117,7 +139,8 @@ def not_now(ctx: RunContext, store: Store, task: Task, run_id: int,
     given back, unrecorded, and a later round or tick (any host) claims it again once the
     previous run ended (chains.run_rounds waits within the chain window)."""
     row = store.run(run_id) or {}
-    if (task.after and row.get("trigger") == "schedule" and row.get("attempt") == 1
+    queued = task.after or task.overlap in ("queue", "replace")  # issue 26: overlap.py
+    if (queued and row.get("trigger") == "schedule" and row.get("attempt") == 1
             and store.release_claim(run_id, task.id, float(row["scheduled_for"]))):
         reason = f"waits for the previous run ({busy}); not claimed, it runs once that one ends"
         waiting = RunResult(Outcome.SKIPPED, fail_reason=reason)
@@ -151,27 +174,33 @@ def climb(
     healer: Healer | None,
 ) -> LadderOutcome:
     config = ctx.config
+    slot = store.run(run_id) or {}
+    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
+    trigger = str(slot.get("trigger") or "schedule")
+    if trigger == "schedule" and task.jitter:  # issue 26: start at the slot + this task's offset
+        pause(ctx.gate, scheduled_for + start_offset(task, config) - ctx.clock.now())
     heal_reason = healer.unavailable_reason(task) if healer is not None else NO_HEALER
-    budget = ladder_budget(task.timeout, task.retry, heal_reason is None)
+    delays = sum(backoff(task.retry_delay, k) for k in range(1, task.retry + 1))
+    budget = ladder_budget(task.timeout, task.retry, heal_reason is None, delays)
     deadline = time.monotonic() + budget
     probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
     on_probation = probation is not None and probation > ctx.clock.now()
     before = store.task_state(task.id)
     failures_before = before.consecutive_failures if before else 0
-    slot = store.run(run_id) or {}
-    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
-    trigger = str(slot.get("trigger") or "schedule")
 
     result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
     out = LadderOutcome(task, result, Step.DONE, "", steps=[(1, "run", result)])
-    attempt, retried, last_row = 1, False, run_id
+    attempt, retried, last_row, blocked = 1, 0, run_id, False
     while True:
+        if (why := replaced_by(store, task, last_row)) is not None:
+            return _replaced(store, out, why)
         if healer is not None:
             heal_reason = healer.unavailable_reason(out.task)
         state = LadderState(
             last_ok=result.ok,
             retry_allowed=out.task.retry,
             retried=retried,
+            retry_blocked=blocked,
             heals=len(out.heals),
             heal_available=heal_reason is None and bool(out.task.self_heal),
             on_probation=on_probation,
@@ -187,12 +216,23 @@ def climb(
             out.decision, out.reason, out.final = step, reason, result
             note = heal_note(out.task, result, len(out.heals), heal_reason, on_probation,
                              state.deadline_passed)
-            if note and not stopped:  # say on the failure's own row why no (further) heal was tried
+            if not blocked and state.deadline_passed:
+                _retry_past_deadline(store, out, result, retried, last_row)
+            note = None if stopped else note  # a stopped run: the stop is the whole story
+            if note:  # say on the failure's own row why no (further) heal was tried
                 store.add_note(last_row, note)
-                out.reason = f"{reason}; {note}"
+            out.reason = "; ".join([reason, *out.notes, *([note] if note else [])])
             break
         if step is Step.RETRY:
-            retried = True
+            retried += 1
+            delay = backoff(out.task.retry_delay, retried)
+            if delay > 0 and time.monotonic() + delay >= deadline:
+                blocked = True  # the heals keep their place: the ladder goes on to them
+                _retry_past_deadline(store, out, result, retried - 1, last_row)
+                continue
+            pause(ctx.gate, delay, stop=partial(replaced_by, store, task, last_row))
+            if (why := replaced_by(store, task, last_row)) is not None:
+                return _replaced(store, out, why)  # the tick's other tasks ran meanwhile
         else:  # HEAL
             attempt += 1
             record = _heal(ctx, store, out, healer, attempt, result, deadline, scheduled_for,
@@ -217,6 +257,30 @@ def climb(
     if out.decision is Step.SUSPEND:
         out.suspend_error = suspend(ctx, store, out.task)
     return out
+
+
+def _replaced(store: Store, out: LadderOutcome, why: str) -> LadderOutcome:
+    """Issue 26: a later slot stopped this run (overlap: replace); the ladder ends here, no
+    rerun, no heal, no failure counted. The mark goes with it (the replacer's too)."""
+    store.take_meta(REPLACED + out.task.id)
+    out.final = RunResult(Outcome.SKIPPED, fail_reason=why)
+    out.decision, out.reason = Step.DONE, why
+    if out.steps:  # the stopped attempt: its row says "replaced by slot …"
+        attempt, kind, _result = out.steps[-1]
+        out.steps[-1] = (attempt, kind, out.final)
+    return out
+
+
+def _retry_past_deadline(store: Store, out: LadderOutcome, result: RunResult, retried: int,
+                         row: int) -> None:
+    """Issue 26: the reruns left when the deadline came, said on the failure's own row."""
+    if result.ok or result.outcome is Outcome.SKIPPED or out.heals or retried >= out.task.retry:
+        return
+    which = f"retry {retried + 1}" if retried + 1 == out.task.retry else (
+        f"retries {retried + 1}-{out.task.retry}")
+    note = f"{which} not attempted: past the deadline"
+    store.add_note(row, note)
+    out.notes.append(note)
 
 
 def heal_note(task: Task, final: RunResult, heals: int, heal_reason: str | None,

@@ -62,6 +62,11 @@ def lock_path(locks_dir: Path, task_id: str) -> Path:
     return locks_dir / f"{task_id}.lock"
 
 
+def run_lock_path(locks_dir: Path, task_id: str, run_id: int) -> Path:
+    """Issue 26, `overlap: allow`: the lock of one run beside the task's own (run/overlap.py)."""
+    return locks_dir / f"{task_id}@{run_id}.lock"
+
+
 @lru_cache(maxsize=1)
 def boot_id() -> str | None:
     try:
@@ -277,6 +282,18 @@ def kill_holder(info: LockInfo, grace: float) -> list[str]:
         kill_process_group_or_pid(info.tick_pid, grace)
         done.append(f"killed hung tick {info.tick_pid}")
     return done
+
+
+def stop_run_tree(info: LockInfo, grace: float) -> list[str]:
+    """Issue 26 (`overlap: replace`): stop a live run's processes (its group, then what left
+    it), never its tick: the tick lives on, records the stop and ends the run's ladder."""
+    from .process import kill_process_group
+
+    done = []
+    if info.pgid and process_matches(info.pgid, info.child_start, info.boot_id):
+        kill_process_group(info.pgid, grace)
+        done.append(f"stopped process group {info.pgid}")
+    return done + kill_leftovers(info, grace)
 
 
 def kill_leftovers(info: LockInfo, grace: float) -> list[str]:

@@ -33,6 +33,7 @@ from .locks import (
     lock_path,
     process_matches,
     read_info,
+    run_lock_path,
 )
 from .proctree import remove_cgroup
 
@@ -60,6 +61,9 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
             row["owner_pid"], row["owner_start"], row["owner_boot"]  # type: ignore[arg-type]
         )
         info = read_info(path)
+        own = run_lock_path(config.locks_dir, task_id, run_id)  # issue 26: `overlap: allow`
+        if (info is None or info.run_id != run_id) and own.exists():
+            path, info = own, read_info(own)
         if info is not None and info.run_id == run_id and is_stale(info, now):
             done = kill_holder(info, config.kill_grace)
             reason = (
@@ -89,6 +93,8 @@ def recover(config: Config, store: Store, now: float, own_pid: int) -> list[Reco
                 found.append(Recovered(task_id, run_id, Outcome.CRASHED, reason))
         finally:
             lock.release()
+            if path == own:  # a run's own lock file goes with its run
+                own.unlink(missing_ok=True)
     return found
 
 

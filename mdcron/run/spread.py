@@ -19,13 +19,15 @@ import hashlib
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 
 from ..state.store import Store
 from ..tasks.task import Task
 from .attempt import RunContext
-from .dispatch import Planned, run_one
+from .dispatch import Planned, may_wait, run_one
 from .heal_protocol import Healer
 from .ladder import LadderOutcome
+from .waits import Gate
 
 LOST = "due, but another tick claimed this slot first"
 
@@ -50,25 +52,39 @@ def run_spread(
     done: list[tuple[Task, int, LadderOutcome]] = []
     lost: list[str] = []
     running: dict[Future[LadderOutcome], tuple[Task, int]] = {}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
+    waiters = sum(1 for p in planned if may_wait(p.task))  # issue 26: see waits.py
+    gate = Gate(workers) if waiters else None
+    if gate is not None:
+        ctx = replace(ctx, gate=gate)
+    with ThreadPoolExecutor(max_workers=workers + waiters, thread_name_prefix="task") as pool:
         while pending or running:
-            free = workers - len(running)
+            free = workers - len(running) + (gate.waiting if gate is not None else 0)
             if pending and free > 0:
                 batch = [pending.popleft() for _ in range(min(free, len(pending)))]
                 for task, run_id in _claim(ctx, store, batch, lost, say):
-                    running[pool.submit(run_one, ctx, (task, run_id), say, healer)] = (task,
-                                                                                       run_id)
+                    running[pool.submit(_gated, ctx, (task, run_id), say, healer)] = (task,
+                                                                                      run_id)
                 if meanwhile is not None and running:
                     _quietly(meanwhile)
                     meanwhile = None
                 continue
-            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            # a ladder that starts to wait frees a slot: look again every 0.2 s while any may
+            ended, _ = wait(running, timeout=0.2 if gate is not None else None,
+                            return_when=FIRST_COMPLETED)
             for future in ended:
                 task, run_id = running.pop(future)
                 done.append((task, run_id, future.result()))  # StoreError: the tick stops
     if meanwhile is not None:  # nothing won here: its work is still wanted
         _quietly(meanwhile)
     return done, lost
+
+
+def _gated(ctx: RunContext, item: tuple[Task, int], say: Callable[[str], None],
+           healer: Healer | None) -> LadderOutcome:
+    if ctx.gate is None:
+        return run_one(ctx, item, say, healer)
+    with ctx.gate:
+        return run_one(ctx, item, say, healer)
 
 
 def _claim(ctx: RunContext, store: Store, batch: list[Planned], lost: list[str],

@@ -28,6 +28,7 @@ from ..settings.config import Config
 from ..state.clockback import ahead
 from ..state.idle import FUTURE_SLACK
 from ..state.store import Store, TaskState, last_tick, state_store
+from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from . import pings
 from .attempt import RunContext, current_owner
@@ -79,7 +80,7 @@ def plan(
     for task in tasks:
         if not task.enabled or task.after:  # chains run from their upstreams' rows (chains.py)
             continue
-        if plain and task.id in plain:
+        if plain and task.id in plain and not task.jitter:
             out.append(Planned(task, "run", plain[task.id], ""))
             continue
         from ..core.cron import decide, schedule_of
@@ -88,7 +89,7 @@ def plan(
         try:
             decision = decide(
                 schedule_of(task, config),
-                now=now_dt,
+                now=to_dt(decision_time(task, config, now)) if task.jitter else now_dt,
                 last_slot=to_dt(state.last_slot) if state.last_slot is not None else None,
                 not_before=to_dt(state.not_before),
                 catchup=task.catchup if task.catchup is not None else config.catchup,

@@ -31,7 +31,7 @@ class Task:
     command: str | None = None
     timezone: str | None = None  # IANA name from the file; None = the config's zone
     timeout: float = 600.0  # seconds
-    retry: bool = False
+    retry: int = 0  # reruns before a heal, 0-10 (issue 26; `true` reads as 1)
     enabled: bool = True
     disabled_reason: str | None = None
     self_heal: bool = True
@@ -65,6 +65,10 @@ class Task:
     memory_max: int | None = None  # bytes: cgroup memory.max, else RLIMIT_AS
     nice: int | None = None  # -20..19
     io_class: str | None = None  # idle | best-effort | realtime
+    # issue 26 (run_keys.py): a pause before each rerun, a fixed start offset, overlap policy
+    retry_delay: str | None = None  # "30s" or "exponential 10s..5m", as run_keys normalised it
+    jitter: float = 0.0  # seconds: the window after the slot the start is spread over
+    overlap: str = "skip"  # skip | queue | replace | allow
 
 
 @dataclass(frozen=True, slots=True)

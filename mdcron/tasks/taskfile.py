@@ -23,7 +23,7 @@ from ..core.problems import Problem, unknown_key
 from ..core.units import DurationError, parse_duration
 from ..core.zones import abbreviation_warning, unknown_zone
 from ..settings.config import Config
-from . import lenient, outside_keys
+from . import lenient, outside_keys, run_keys
 from . import task as task_model
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
 from .not_tasks import NOT_A_TASK, not_a_task
@@ -197,7 +197,7 @@ def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _plain(check: Callable[[object], object]) -> Callable[[object], object]:
-    """A check that raises ValueError (outside_keys.py), as one of this module's."""
+    """A check that raises ValueError (outside_keys.py, run_keys.py), as one of this module's."""
     def run(value: object) -> object:
         try:
             return check(value)
@@ -223,7 +223,7 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "schedule": _schedule,
     "timezone": _text,
     "timeout": _timeout,
-    "retry": _flag,
+    "retry": _plain(run_keys.retry_count),
     "enabled": _flag,
     "disabled_reason": _choice(task_model.DISABLED_REASONS),
     "self_heal": _flag,
@@ -251,6 +251,9 @@ _CHECKS: dict[str, Callable[[object], object]] = {
     "user": _account(check_user),
     "group": _account(check_group),
     **{key: _plain(getattr(outside_keys, key)) for key in outside_keys.KEYS},  # issue 26
+    "retry_delay": _plain(run_keys.retry_delay),  # issue 26: run_keys.py
+    "jitter": _plain(run_keys.jitter),
+    "overlap": _plain(run_keys.overlap),
 }
 assert set(_CHECKS) == KNOWN_KEYS
 _NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
@@ -554,6 +557,7 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
             )
     _check_schedule(values, report, config)
     _check_issue12_keys(values, report, config)
+    _check_issue26_keys(values, report)
     _check_kind(values, body, report)
     if "cwd" in values and "cwd_policy" in values:
         report.error("cwd_policy: set either cwd or cwd_policy, not both", key="cwd_policy")
@@ -652,6 +656,16 @@ def _after_words(schedule: str) -> list[str] | None:
     if not words or words[0] != "after":
         return None
     return words[1:]
+
+
+def _check_issue26_keys(values: dict[str, object], report: _Report) -> None:
+    """A jitter on a chain (it starts when its upstream succeeds), a delay without retries."""
+    if values.get("jitter") and values.get("after"):
+        report.error("jitter: a chain starts when its upstream succeeds, not at a slot; remove "
+                     "jitter (or put it on the upstream)", key="jitter")
+    if "retry_delay" in values and not values.get("retry"):
+        report.warn("retry_delay: has no effect without retries; add retry: 3 (or remove it)",
+                    key="retry_delay")
 
 
 def _check_issue12_keys(values: dict[str, object], report: _Report, config: Config) -> None:

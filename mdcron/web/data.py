@@ -201,7 +201,7 @@ def _remember_next_fires(config: Config, loaded: Loaded, rows: list[dict], now: 
     for r in rows:
         task = by_id.get(r["id"])
         if task is not None and task.enabled and r["valid"]:
-            fire = datetime.fromisoformat(r["next_run"]).timestamp() if r["next_run"] else None
+            fire = datetime.fromisoformat(r["next_fire"]).timestamp() if r["next_fire"] else None
             _NEXT[(task.id, task.schedule, task.timezone or config.timezone)] = (now, fire)
     if len(_NEXT) > 4 * len(by_id) + 100:  # renamed tasks: drop the stale keys now and then
         _NEXT.clear()

@@ -7,10 +7,11 @@ Lazy imports: the cron maths only when a page is asked for.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from ..core.clock import to_dt
 from ..settings.config import Config
+from ..tasks.run_keys import start_offset
 from ..tasks.task import Task
 from .data import load_all
 
@@ -68,14 +69,17 @@ def upcoming_view(config: Config, now: float, days: int) -> dict:
         if task.after:
             continue
         then = sorted(downstream.get(task.id, []))
-        for nxt in _fires(task, config, now, end, cap):
+        offset = timedelta(seconds=start_offset(task, config))  # issue 26: the real start
+        for fire in _fires(task, config, now, end, cap):
+            nxt = fire + offset
             local = nxt.astimezone()
             hour = (local.year, local.month, local.day, local.hour)  # strftime costs 4x more
             label = labels.get(hour)
             if label is None:
                 label = labels[hour] = local.strftime("%Y-%m-%d %H:00")
             hours.setdefault(label, []).append(
-                {"id": task.id, "at": f"{local.hour:02d}:{local.minute:02d}",
+                {"id": task.id, "at": f"{local.hour:02d}:{local.minute:02d}"
+                 + (f":{local.second:02d}" if offset else ""),
                  "iso": nxt.isoformat(), "once_per": task.once_per, "then": then})
             total += 1
     for items in hours.values():
