@@ -158,7 +158,7 @@ def test_show_speaks_to_people(realistic):
     assert str(realistic / "tasks" / "cert-check.md") in text
     assert "What cert-check is for." in text and "command     exit 3" in text
     shown = json.loads(run_cli(realistic, "show", "cert-check", "--json").stdout)
-    assert shown["task"]["tags"] == ["ops", "nightly"] and shown["task"]["retry"] is False
+    assert shown["task"]["tags"] == ["ops", "nightly"] and shown["task"]["retry"] == 0
     assert len(shown["next"]) == 3  # from the real now: `show` has no --now
     assert all(t.endswith("T10:00:00+00:00") for t in shown["next"]), shown["next"]
     assert shown["state"]["not_before"] == "2026-11-23T09:58:00+00:00"

@@ -94,7 +94,7 @@ def test_next_why_list_and_upcoming_show_the_real_start(home, write_task, cli):
     assert "after each slot (jitter" in out.stdout
     config, _ = load_config(home)
     from mdcron.cli.queries import list_rows, load_all
-    from mdcron.web.data import upcoming_view
+    from mdcron.web.upcoming import upcoming_view
 
     now = (SLOT - timedelta(minutes=30)).timestamp()
     [row] = list_rows(config, load_all(config), now, None)
