@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.private_files import open_private
-from ..schedule.cache import load_task_set
+from ..schedule.cache import find_task
 from ..schedule.held import lift
 from ..schedule.pause import pauses, set_pause
 from ..settings.config import Config
@@ -24,7 +24,7 @@ class ActionError(UsageError):
 
 
 def load_task(config: Config, task_id: str) -> Task:
-    found = load_task_set(config)
+    found = find_task(config, task_id)  # issue 27: through the cache, this task decoded
     task = found.get(task_id)
     if task is not None:
         return task

@@ -175,7 +175,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     make_undumpable()  # tasks of the same user cannot read our secrets in /proc/<pid>/environ
     guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
     argv = sys.argv[1:] if argv is None else list(argv)
-    idle = _idle_tick(argv)
+    ahead = None
+    if "--warm-fd" in argv:  # issue 27: the daemon's tick, started ahead of its minute
+        from . import warm  # lazy: only the daemon's held tick
+
+        argv, fd = warm.split_warm_fd(argv)
+        if fd is not None:
+            ahead = warm.Ahead(_home_arg(argv), fd, _now_arg(argv))
+            if ahead.idle:  # stay small; at the minute, the idle path as cron's tick
+                held = ahead.wait()
+                if held is not None:
+                    return held
+                ahead = None
+    idle = _idle_tick(argv) if ahead is None else None
     if idle is not None:
         return idle
     from pathlib import Path
@@ -207,6 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fastpath.note_config(config, text)
     if args.command in ("tick", "run"):  # issue 21: orphaned task processes come back to us
         become_subreaper()
+    if ahead is not None:  # warmed up to here: wait for the minute, refuse what changed
+        held = ahead.warm_and_wait(text)
+        if held is not None:
+            return held
     if args.command == "validate":
         return handler(config, args, warnings)
     try:
@@ -232,6 +248,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"mdcron: {describe(config.db_path, exc)}", file=sys.stderr)
         return USAGE
+
+
+def _home_arg(argv: list[str]) -> str:
+    """The home `--home DIR` names (the daemon spells it so), else the default one."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--home="):
+            return os.path.realpath(arg.partition("=")[2])
+        if arg == "--home" and i + 1 < len(argv):
+            return os.path.realpath(argv[i + 1])
+    return os.path.realpath(os.environ.get("MDCRON_HOME") or os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+
+
+def _now_arg(argv: list[str]) -> float | None:
+    """The instant `--now ISO` names (with its offset), else None."""
+    for i, arg in enumerate(argv):
+        text = arg.partition("=")[2] if arg.startswith("--now=") else (
+            argv[i + 1] if arg == "--now" and i + 1 < len(argv) else None)
+        if text is not None:
+            try:
+                instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return instant.timestamp() if instant.utcoffset() is not None else None
+    return None
 
 
 def _alert_now(args: argparse.Namespace) -> float:

@@ -48,6 +48,7 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
     if config.state_exists:
         with state_store(config) as store:
             states, last, holds = store.task_states(), store.last_runs(), held(store)
+            view.fill_dues(states)  # issue 27: once after a config change, then cached
             view.save(store)
     view.close()
     return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)

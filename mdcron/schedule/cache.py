@@ -377,6 +377,22 @@ class View:
                 hints[s.task_id] = (floor, e.next_due)
         return hints
 
+    def fill_dues(self, states: dict[str, TaskState]) -> None:
+        """next_due for each enabled task with a state row whose cached one does not hold
+        (after a config change every row is read again without one): computed once here, kept
+        by save(), so the next `list` finds it instead of stepping croniter for every task."""
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is None or not e.enabled or e.due_known(StateRow.of(s), self.zone):
+                continue
+            task = self.task(e)
+            if task is None:
+                continue
+            try:
+                self._set_due(e, task, s.last_slot, s.not_before)
+            except Exception:  # noqa: S112  # its maths fails: list shows it without a next run
+                continue
+
     def _set_due(self, e: Entry, task: Task, last_slot: float | None, not_before: float) -> None:
         e.next_due = next_due(task, self.config, last_slot, not_before)
         e.due_after = fire_after(task, self.config, e.next_due)
@@ -488,6 +504,29 @@ def load_task_set(config: Config) -> TaskSet:
         return view.task_set()
     finally:
         view.close()
+
+
+def find_task(config: Config, task_id: str) -> TaskSet:
+    """The task(s) with this id (several: a duplicate id) and every file's problems, for the
+    commands about one task (show, next, enable, ...): through the cache when the state
+    database exists (a stat per file, the cached rows, changed files parsed, only this id's
+    rows decoded), else as load_task_set. A cache rebuilt (the config changed) is saved, so the
+    next command does not pay the rebuild again."""
+    if not config.db_path.is_file():
+        found = load_task_set(config)
+        tasks = [t for t in found.tasks if t.id == task_id]
+        return TaskSet(tasks, found.problems, find_duplicate_ids(tasks))
+    view = load(config)
+    try:
+        tasks = [t for e in view.valid if e.id == task_id and (t := view.task(e)) is not None]
+        if view.rebuild and view.key is not None:
+            with Store(config.db_path) as store:
+                view.save(store)
+    except sqlite3.Error:
+        pass  # the cache could not be written: the task is still the file's
+    finally:
+        view.close()
+    return TaskSet(tasks, view.problems, find_duplicate_ids(tasks))
 
 
 def load(config: Config, *, cached: bool = True) -> View:

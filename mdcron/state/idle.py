@@ -89,8 +89,21 @@ def config_text(home: str) -> str | None:
     return "+" + b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
+_pinned_code: str | None = None  # pin_code: the fingerprint a held tick checked at its go
+
+
+def pin_code(fingerprint: str | None) -> None:
+    """For the rest of this process (one tick) code_fingerprint answers `fingerprint`: the
+    daemon's held tick (cli/warm.py) has just compared it to the files, and a cold tick reads
+    its code once too."""
+    global _pinned_code
+    _pinned_code = fingerprint
+
+
 def code_fingerprint() -> str:
     """Name, size and mtime of every module of mdcron: new code never trusts old rows."""
+    if _pinned_code is not None:
+        return _pinned_code
     parts = []
     folders = [PACKAGE_DIR]
     while folders:  # the package and its folders (web/ too: cheap, and never wrong)
@@ -223,9 +236,11 @@ WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
 """
 
 
-def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | None:
+def idle_tick(home: str, now: float, dry_run: bool, started: float,
+              quiet: bool = False) -> int | None:
     """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
-    None when the tick may not be idle. `started`: time.monotonic() when `now` was read."""
+    None when the tick may not be idle. `started`: time.monotonic() when `now` was read.
+    quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute)."""
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path) or os.path.islink(os.path.dirname(db_path)):
         return None  # a state/ swapped for a symlink: the full tick refuses it (store.py)
@@ -264,6 +279,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
 
             if not unchanged(db, text, home, elsewhere):
                 return None
+        if dry_run and quiet:
+            return 0
         if dry_run:
             from datetime import UTC, datetime
 
