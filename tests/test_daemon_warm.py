@@ -190,20 +190,30 @@ def test_the_daemon_replaces_a_held_tick_whose_config_changed(home):
     try:
         held = None
         end = time.monotonic() + 80
-        while held is None and time.monotonic() < end:
+        while held is None and time.monotonic() < end:  # warmed: blocked reading its pipe
             for pid in _children(proc.pid):
-                if "--warm-fd" in Path(f"/proc/{pid}/cmdline").read_bytes().decode():
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+                    fd = int(argv[argv.index("--warm-fd") + 1])
+                    call = Path(f"/proc/{pid}/syscall").read_text()
+                except (OSError, ValueError):
+                    continue
+                if call.startswith(f"0 {hex(fd)} "):
                     held = pid
             time.sleep(0.05)
         assert held is not None, "no held tick before the minute"
         (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 3\n",
                                              encoding="utf-8")
         assert proc.stdout is not None
+        fresh = None
         while time.monotonic() < end:
             line = proc.stdout.readline()
             if line.startswith("{"):
-                seen.append(json.loads(line))
-                if seen[-1]["event"] == "tick ended" and seen[-1]["pid"] != held:
+                event = json.loads(line)
+                seen.append(event)
+                if event.get("reason") == "replaces a stale warm tick":
+                    fresh = event["pid"]
+                if event["event"] == "tick ended" and event["pid"] == fresh:
                     break
     finally:
         proc.terminate()

@@ -64,6 +64,7 @@ from .main import build_parser
 from .warm import EX_STALE
 
 WARM_LEAD = 5.0  # seconds before a boundary the next tick is started, warmed and held (warm.py)
+PAST_BOUNDARY = 0.0005  # wake this long after the boundary: its minute has surely begun
 MAX_NAP = 1.0  # re-read the wall clock at least this often: a clock step is seen within 1 s
 JUMP = 2.0  # wall time moving this much more (or less) than monotonic time is a clock step
 LOCK_NAME = "daemon.lock"
@@ -88,7 +89,7 @@ def nap(wall: float) -> float:
     """How long to wait before looking at the clock again: until just past the next minute
     boundary, but never more than MAX_NAP, so a clock step is noticed within a second."""
     boundary = (minute_of(wall) + 1) * 60.0
-    return max(0.0005, min(boundary - wall + 0.0005, MAX_NAP))
+    return max(PAST_BOUNDARY, min(boundary - wall + PAST_BOUNDARY, MAX_NAP))
 
 
 def clock_step(prev_wall: float, prev_mono: float, wall: float, mono: float) -> float:

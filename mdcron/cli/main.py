@@ -55,7 +55,33 @@ def _count(high: int):  # -> an argparse type: a whole number from 1 to high
     return count
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """Stands for the parser of a command this run does not use (build_parser's `only`)."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self, *args: object, **kwargs: object) -> _Unbuilt:
+        return self
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command argv names (`--home DIR` may come first); None when unclear or asking for
+    help (then every command's parser is built, for the listing and the error)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word == "--home":
+            next(words, None)
+        elif not word.startswith("-"):
+            return None if any(w in ("-h", "--help") for w in words) else word
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """`only`: build just that command's parser (issue 27: ~24 subparsers cost a tick ~10 ms);
+    an unknown name builds them all, so argparse lists the choices in its error."""
     import argparse
     from pathlib import Path
 
@@ -66,7 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="mdcron: a cron scheduler driven by Markdown files.")
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
+    known = ("tick", "run", "list", "history", "next", "validate", "why", "show", "logs",
+             "enable", "disable", "pause", "resume", "web", "incidents", "resolve", "comment",
+             "comments", "doctor", "state", "daemon", "install", "uninstall", "revert-heal")
+    if only not in known:
+        only = None
+
     def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return _Unbuilt()  # type: ignore[return-value]
         return sub.add_parser(name, parents=[common], help=help, description=help)
 
     c = cmd("tick", "one pass: run every task that is due now")
@@ -197,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands
     from .usage import USAGE, UsageError
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_word(argv)).parse_args(argv)
     home = Path(getattr(args, "home", None) or default_home()).resolve()
     handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
     if args.command in ("doctor", "web"):  # before load_config: it reports a broken config itself
@@ -220,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("tick", "run"):  # issue 21: orphaned task processes come back to us
         become_subreaper()
     if ahead is not None:  # warmed up to here: wait for the minute, refuse what changed
-        held = ahead.warm_and_wait(text)
+        held = ahead.warm_and_wait(config, text)
         if held is not None:
             return held
     if args.command == "validate":

@@ -25,7 +25,12 @@ from __future__ import annotations
 import os
 import time
 
+from ..core.clock import minute_floor
 from ..state import idle as fastpath
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..settings.config import Config
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
 
@@ -49,7 +54,7 @@ class Ahead:
         """`at`: the instant the tick will run at (its --now), else the next minute."""
         self.home, self.fd = home, fd
         self.code = fastpath.code_fingerprint()
-        boundary = at if at is not None else (time.time() // 60 + 1) * 60
+        self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
             self.idle = fastpath.idle_tick(home, boundary, True, time.monotonic(),
                                            quiet=True) is not None
@@ -63,10 +68,16 @@ class Ahead:
         fastpath.pin_code(self.code)  # just compared: the cache key needs it again
         return None
 
-    def warm_and_wait(self, config_text: str | None) -> int | None:
+    def warm_and_wait(self, config: Config, config_text: str | None) -> int | None:
         """After main() parsed the arguments and read the config (`config_text`, as read):
         import the rest of the tick path, wait; EX_STALE when the config's bytes changed."""
         warm_up()
+        if not config.state_url and config.db_path.is_file():
+            # the lost-database marker (state/dbguard.py) moves to this minute now, not in the
+            # claim: a marker ahead only holds back a slot after a lost database, never reruns
+            from ..state.dbguard import note_claims  # lazy: as warm_up
+
+            note_claims(config.db_path, minute_floor(self.boundary))
         held = self.wait()
         if held is None and fastpath.config_text(self.home) != config_text:
             return EX_STALE

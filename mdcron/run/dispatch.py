@@ -38,14 +38,22 @@ class Planned:
 def run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
     healer: Healer | None, meanwhile: Callable[[], object] | None = None,
+    on_end: Callable[[LadderOutcome], object] | None = None,
 ) -> list[LadderOutcome]:
     """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
-    starts when they run one by one here)."""
+    starts when they run one by one here). `on_end(outcome)` is called as each ladder ends,
+    in its worker (issue 27: chain_follow starts the downstreams then)."""
     if not to_run:
         return []
 
     def one(item: tuple[Task, int]) -> LadderOutcome:
-        return run_one(ctx, item, say, healer)
+        outcome = run_one(ctx, item, say, healer)
+        if on_end is not None:
+            try:
+                on_end(outcome)
+            except Exception:  # noqa: S110  # the tick's chain rounds after the batch still run
+                pass
+        return outcome
 
     workers = max(1, min(ctx.config.max_parallel, len(to_run)))
     if workers == 1:

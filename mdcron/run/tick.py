@@ -229,6 +229,11 @@ def run_tick(
             view.prepare_complete()
             fill_reasons(report.planned, config)
 
+        follower = None
+        if any(t.after for t in candidates):  # issue 27: downstreams start as upstreams end
+            from .chain_follow import Follower  # lazy: only with a chain among the tasks
+
+            follower = Follower(ctx, candidates, broken, say, healer)
         if spread:
             from .spread import run_spread  # lazy: a shared state with due runs only
 
@@ -237,7 +242,8 @@ def run_tick(
             report.ladders = [o for _, _, o in ran]
             report.results = [(task, rid, o.final) for task, rid, o in ran]
         else:
-            report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile)
+            report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile,
+                                     on_end=follower.ended if follower else None)
             report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                            strict=True)]
         view.complete(store)  # croniter only now, once the tasks started (or ran)
@@ -245,6 +251,9 @@ def run_tick(
         for rid, o in uses.join():
             report.ladders.append(o)
             report.results.append((o.task, rid, o.final))
+        for task, rid, o in follower.join() if follower else ():
+            report.ladders.append(o)
+            report.results.append((task, rid, o.final))
         from ..schedule.chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
 
         for task, rid, o in run_rounds(ctx, store, candidates, broken,
@@ -252,6 +261,8 @@ def run_tick(
                                        healer):
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
+        if any(t.after for t in candidates) and not store.url:  # issue 27: idle again
+            store.set_meta("chains_settled", _chains_settled(store, config, candidates, broken))
         _aftermath(store, config, report, clock.now(), ctx.environ, say)
         retention(config, store, clock.now(), last)  # bounded: a wrong clock takes no history
         store.set_meta("last_tick", repr(clock.now()))
@@ -280,6 +291,22 @@ def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
         store.set_meta("chain_problems_digest", digest)
         report.problems_changed = True
     return broken
+
+
+def _chains_settled(store: Store, config: Config, candidates: list[Task],
+                    broken: set[str]) -> str:
+    """The newest run id when no downstream is owed (claimable or waiting) and no upstream
+    runs (state/idle.chains_settled); '' otherwise: the next tick is a full one."""
+    from ..schedule.chains import pending_for
+
+    if pending_for(store, config, candidates, broken):
+        return ""
+    ups = {u for t in candidates if t.after and t.enabled and t.id not in broken
+           for u in t.after}
+    if any(row["task_id"] in ups for row in store.running_rows()):
+        return ""
+    newest = store.history(1, None)
+    return str(newest[0]["id"]) if newest else "0"
 
 
 def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,

@@ -201,6 +201,7 @@ class View:
     rebuild: bool = False  # the stored rows belong to another key
     zone: str = ""
     db: sqlite3.Connection | None = None  # read-only, for task JSON
+    _prefetched: dict[str, tuple[str, int]] = field(default_factory=dict)  # task_set's rows
 
     @property
     def valid(self) -> list[Entry]:
@@ -212,7 +213,14 @@ class View:
 
     def task_set(self) -> TaskSet:
         """Every valid task as a Task (decoded or read), the problems, the duplicate ids."""
-        tasks = [t for e in self.valid if (t := self.task(e)) is not None]
+        valid = self.valid
+        if self.db is not None and sum(e.task is None for e in valid) > 50:
+            try:  # issue 27: one query for the rows, not one per task
+                self._prefetched = task_cache.cached_tasks(self.db)
+            except sqlite3.Error:
+                pass
+        tasks = [t for e in valid if (t := self.task(e)) is not None]
+        self._prefetched = {}
         return TaskSet(tasks, self.problems, find_duplicate_ids(tasks))
 
     def task(self, entry: Entry) -> Task | None:
@@ -228,7 +236,7 @@ class View:
     def _decode(self, entry: Entry) -> Task:
         if self.db is None:
             raise Damaged("no database")
-        row = task_cache.cached_task(self.db, entry.path)
+        row = self._prefetched.get(entry.path) or task_cache.cached_task(self.db, entry.path)
         if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
             raise Damaged("task row missing or checksum")
         task = task_from_json(row[0])
