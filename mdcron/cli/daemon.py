@@ -12,6 +12,12 @@ job-running process is its tick child, which waits for its own tasks undisturbed
 own children (the ticks) are tracked by pid, so reaping never loses a tick's status either. The
 same design as supercronic, without needing `tini` or `docker run --init`.
 
+On the second (issue 27): WARM_LEAD seconds before each boundary the next minute's tick is
+started ahead (`tick --warm-fd N`, cli/warm.py): it warms up and blocks reading a pipe; at the
+boundary the daemon writes one byte and the tick starts what is due. A held tick that finds
+the code or scheduler.yaml changed exits EX_STALE having done nothing, and a fresh tick
+replaces it at once; a clock step or a stop closes its pipe (it exits, having done nothing).
+
 Signals: SIGTERM/SIGINT start no new tick and give running ticks `stop_grace` (config, default
 30 s) to finish; then each tick is killed first (so it cannot record a killed task as failed or
 start a retry), then its tasks' process groups (found through the task lock files, which name
