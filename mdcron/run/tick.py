@@ -192,7 +192,15 @@ def run_tick(
             report.problems_changed = _problems_changed(mine, report.problems)
         broken = _issue12_plan(store, config, report, view, candidates)
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
-        view.save(store)
+        saved: list[bool] = []
+
+        def save_once() -> None:  # issue 27: the cache is written once the tasks started
+            if not saved:
+                saved.append(True)
+                view.save(store)
+
+        if not any(p.action == "run" for p in report.planned):
+            save_once()
         # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
         deferred = [p for p in report.planned if p.action == "run" and p.task.uses]
         # issue 23: with a shared state the other runs claim as workers free up (spread.py)
@@ -225,7 +233,8 @@ def run_tick(
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
 
-        def meanwhile() -> None:  # while the first tasks run: croniter, the plain reasons
+        def meanwhile() -> None:  # while the first tasks run: the cache, croniter, reasons
+            save_once()
             view.prepare_complete()
             fill_reasons(report.planned, config)
 
@@ -246,6 +255,7 @@ def run_tick(
                                      on_end=follower.ended if follower else None)
             report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                            strict=True)]
+        save_once()  # when meanwhile did not run (one task runs in this thread, or it failed)
         view.complete(store)  # croniter only now, once the tasks started (or ran)
         fill_reasons(report.planned, config)
         for rid, o in uses.join():
