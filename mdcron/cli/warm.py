@@ -60,6 +60,7 @@ class Ahead:
                                            quiet=True) is not None
         except Exception:  # the real tick decides (and reports) at the minute
             self.idle = False
+        fastpath.drop_scan()  # taken before the wait: the tick at the minute stats anew
 
     def wait(self) -> int | None:
         """Block until the go; None to run now, EX_STALE when dropped or the code changed."""

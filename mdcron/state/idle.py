@@ -180,6 +180,12 @@ def take_scan(folder: str) -> tuple[int, dict[str, Stat | None]]:
     return read_ns, scan(folder)
 
 
+def drop_scan() -> None:
+    """Forget the idle check's scan: a tick held past it (cli/warm.py) must stat anew."""
+    global _last_scan
+    _last_scan = None
+
+
 def racy(stat: Stat, read_ns: int) -> bool:
     """Git's racily-clean rule: a file whose mtime or ctime is not comfortably older than the
     moment it was read may change again without its stat changing (coarse timestamps)."""
