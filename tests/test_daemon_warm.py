@@ -74,16 +74,20 @@ class Held:
 
 def test_a_task_file_changed_while_the_tick_waited_runs_as_changed(home):
     _task(home, "a", f"echo one > {home}/out")
+    _task(home, "c", f"echo c > {home}/c-out")
     assert run_cli(home, "tick", "--now", T0).returncode == 0  # first seen
+    (home / "c-out").unlink()
     age(home)  # the cached row is trusted unless the file's stat changed since
     held = Held(home, "--now", T1)
     held.wait_held()
+    (home / "tasks" / "c.md").unlink()  # removed while it waited: it does not run
     _task(home, "a", f"echo two > {home}/out")  # in the last moment before the minute
     _task(home, "b", f"echo b > {home}/b-out")  # new, due at this minute: it runs now
     code, out, err = held.go()
     assert code == 0, out + err
     assert (home / "out").read_text() == "two\n"
     assert (home / "b-out").read_text() == "b\n"
+    assert not (home / "c-out").exists()
     listed = {r["id"]: r for r in json.loads(run_cli(home, "list", "--json").stdout)}
     assert set(listed) == {"a", "b"}
 

@@ -257,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         held = ahead.warm_and_wait(config, text)
         if held is not None:
             return held
+        args.warm_view = ahead.view  # cmd_tick runs on it (stat'ed again at the go)
     if args.command == "validate":
         return handler(config, args, warnings)
     try:

@@ -30,6 +30,7 @@ from ..state import idle as fastpath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..schedule.cache import View
     from ..settings.config import Config
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
@@ -53,6 +54,7 @@ class Ahead:
     def __init__(self, home: str, fd: int, at: float | None = None) -> None:
         """`at`: the instant the tick will run at (its --now), else the next minute."""
         self.home, self.fd = home, fd
+        self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
         self.code = fastpath.code_fingerprint()
         self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
@@ -73,6 +75,9 @@ class Ahead:
         """After main() parsed the arguments and read the config (`config_text`, as read):
         import the rest of the tick path, wait; EX_STALE when the config's bytes changed."""
         warm_up()
+        from ..schedule.cache import load  # lazy: as warm_up
+
+        self.view = load(config)  # the rows read now; refresh() stats the files at the go
         if not config.state_url and config.db_path.is_file():
             # the lost-database marker (state/dbguard.py) moves to this minute now, not in the
             # claim: a marker ahead only holds back a slot after a lost database, never reruns
@@ -81,8 +86,13 @@ class Ahead:
             note_claims(config.db_path, minute_floor(self.boundary))
         held = self.wait()
         if held is None and fastpath.config_text(self.home) != config_text:
-            return EX_STALE
-        return held
+            held = EX_STALE
+        if held is not None:
+            self.view.close()
+            self.view = None
+            return held
+        self.view.refresh()
+        return None
 
 
 def warm_up() -> None:

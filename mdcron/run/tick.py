@@ -120,8 +120,10 @@ def run_tick(
     environ: dict[str, str] | None = None,
     say: Callable[[str], None] = print,
     healer: Healer | None = None,
+    view: View | None = None,
 ) -> TickReport:
     """One pass. `healer` replaces the default (Claude, when a key is set) — for tests.
+    `view`: the task files as loaded and refreshed by the daemon's held tick (cli/warm.py).
 
     Task files come through the cache (cache.py): only changed files are parsed, and only
     candidates (cached next_due <= now) become Task objects and go through decide()."""
@@ -129,7 +131,7 @@ def run_tick(
 
     now = clock.now()
     report = TickReport(now=now)
-    view = load(config)
+    view = view if view is not None else load(config)
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"
         report.no_tasks_folder = True

@@ -385,6 +385,25 @@ class View:
                 hints[s.task_id] = (floor, e.next_due)
         return hints
 
+    def refresh(self) -> None:
+        """A view loaded ahead of its minute (cli/warm.py), brought to now: the folder is
+        stat'ed again; an entry is kept when its file's stat is unchanged, was not racily
+        clean when read, and its outside paths resolve as before; other files are read now.
+        Its due times are checked against the state rows by the tick, as always."""
+        read_ns, files = fastpath.take_scan(str(self.config.tasks_dir))
+        old = {e.path: e for e in self.entries}
+        entries = []
+        for path in sorted(files):
+            stat, e = files[path], old.get(path)
+            if (e is None or stat is None or e.stat != stat or e.skip
+                    or fastpath.racy(stat, e.read_ns) or not fastpath.deps_ok(e.deps)):
+                e = _read(path, stat, read_ns, self.config)
+            entries.append(e)
+        self.entries = entries
+        self.problems = [p for e in entries for p in e.problems]
+        self.removed = sorted(p for p in {*self.removed, *old} if p not in files)
+        self.zone = fastpath.zone_key()
+
     def fill_dues(self, states: dict[str, TaskState]) -> None:
         """next_due for each enabled task with a state row whose cached one does not hold
         (after a config change every row is read again without one): computed once here, kept
