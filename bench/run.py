@@ -12,25 +12,39 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-SCHEDULER = REPO / "scheduler.py"
-BENCH = Path(__file__).resolve().parent
-PY = sys.executable  # the tick, floor.py and naive_tick.py all run with this same interpreter
+import measure as core
+from measure import (
+    PY,
+    REPO,
+    SATURDAY,
+    SCHEDULER,
+    Homes,
+    Row,
+    Sample,
+    first_line,
+    iso,
+    judge_time,
+    log,
+    measure,
+    minute,
+    settle,
+    spawn,
+    tick_argv,
+    write_config,
+    write_task,
+)
+from measure import failure_of as failure_of
+from measure import ratio as _ratio
 
-# make_tasks.py writes weekday-only schedules, so a Saturday instant has nothing due.
-SATURDAY = datetime.fromisoformat("2026-11-28T12:00:00+00:00")
 NAIVE_GOAL = {1000: 7.0, 10000: 20.0}  # tick must be at least this many times faster than naive
 FLOOR_GOAL = 2.0  # tick median <= 2 x floor.py median
 RSS_GOAL_MIB = 25.0
@@ -43,198 +57,6 @@ PING_DEADLINE_MS = 5000.0  # issue 26: a task's ping (run/pings.py DEADLINE)
 PG_IDLE_GOAL = 3.0  # issue 11: the idle tick on PostgreSQL <= 3 x the SQLite idle tick
 CLAIMS_GOAL = 500.0  # issue 11: (task, slot) claims per second across 3 hosts
 GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specified at 1,000 tasks
-TIMEOUT_S = 600.0  # a child that runs longer than this is killed and its row marked FAILED
-# Children run as cron runs them: with Python's bytecode cache. PYTHONDONTWRITEBYTECODE in the
-# caller's environment would make every tick compile mdcron from source (--keep-env keeps it).
-CHILD_ENV: dict[str, str] | None = None
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- measurement
-
-
-@dataclass
-class Sample:
-    wall_ms: float
-    rss_kib: int
-    rc: int
-    stdout: str
-    stderr: str
-    epoch: float  # time.time() just before spawn
-    metric_ms: float | None = None  # the row's own metric when it is not wall time (latency)
-
-
-def spawn(argv: list[str], cwd: Path) -> Sample:
-    """Run argv once; wall time from just before spawn to exit, peak RSS from wait4."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        epoch = time.time()
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                env=CHILD_ENV)
-        timer = threading.Timer(TIMEOUT_S, proc.kill)
-        timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        t1 = time.perf_counter()
-        timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Sample(
-            wall_ms=(t1 - t0) * 1000.0,
-            rss_kib=usage.ru_maxrss,  # KiB on Linux
-            rc=proc.returncode,
-            stdout=out.read().decode(errors="replace"),
-            stderr=err.read().decode(errors="replace"),
-            epoch=epoch,
-        )
-
-
-def failure_of(s: Sample) -> str | None:
-    if s.rc < 0:
-        return f"killed by signal {-s.rc}" + (" (timeout)" if s.wall_ms >= TIMEOUT_S * 1000 else "")
-    if s.rc != 0:
-        return f"exit {s.rc}: {first_line(s.stderr) or first_line(s.stdout)}"
-    if s.stderr.strip():
-        return f"stderr: {first_line(s.stderr)}"
-    return None
-
-
-def first_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else "")[:160]
-
-
-@dataclass
-class Row:
-    scenario: str
-    n: int | None
-    goal: str = ""
-    samples: list[Sample] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    xfloor: float | None = None
-    xnaive: float | None = None
-    verdict: str = ""
-    skipped: str = ""  # why the row was not measured
-    rss_only: bool = False  # the memory row: judged on RSS, no time columns
-    no_rss: bool = False  # measured in this process (claims): no child's RSS to show
-
-    def values(self) -> list[float]:
-        return [s.metric_ms if s.metric_ms is not None else s.wall_ms for s in self.samples]
-
-    @property
-    def median(self) -> float | None:
-        return statistics.median(self.values()) if self.samples else None
-
-    @property
-    def min(self) -> float | None:
-        return min(self.values()) if self.samples else None
-
-    @property
-    def rss_mib(self) -> float | None:
-        if not self.samples:
-            return None
-        return statistics.median(s.rss_kib for s in self.samples) / 1024.0
-
-    @property
-    def rss_max_mib(self) -> float | None:
-        return max(s.rss_kib for s in self.samples) / 1024.0 if self.samples else None
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.failures)
-
-
-def measure(
-    row: Row,
-    runs: int,
-    argv_for: Callable[[int], list[str]],
-    cwd: Path,
-    *,
-    warmup: bool = True,
-    before: Callable[[int], None] | None = None,
-    after: Callable[[int, Sample], str | None] | None = None,
-) -> Row:
-    """Warm up once (run index 0, not counted), then `runs` timed runs (indices 1..runs).
-
-    `before(i)` prepares run i outside the timing; `after(i, sample)` checks it (returns a
-    warning) and may set sample.metric_ms. A non-zero exit or any stderr marks the row FAILED."""
-    first = 0 if warmup else 1
-    for i in range(first, runs + 1):
-        if before:
-            before(i)
-        s = spawn(argv_for(i), cwd)
-        problem = failure_of(s)
-        label = "warm-up" if i == 0 else f"run {i}/{runs}"
-        if problem:
-            row.failures.append(f"{label}: {problem}")
-            log(f"  !!! {row.scenario} N={row.n} {label} FAILED: {problem}")
-            if s.stderr.strip():
-                for line in s.stderr.strip().splitlines()[-5:]:
-                    log(f"      | {line}")
-        if after:
-            warning = after(i, s)
-            if warning and i > 0:
-                row.warnings.append(f"{label}: {warning}")
-                log(f"  ! {row.scenario} N={row.n} {label}: {warning}")
-        if i == 0:
-            continue
-        row.samples.append(s)
-        shown = s.metric_ms if s.metric_ms is not None else s.wall_ms
-        log(f"  {row.scenario} N={row.n} {label}: {shown:.1f} ms, {s.rss_kib / 1024:.1f} MiB")
-    return row
-
-
-# --------------------------------------------------------------------------- homes
-
-
-class Homes:
-    def __init__(self, root: Path, shared: Path | None):
-        self.root = root
-        self.shared = shared
-        self.generator = (
-            shared / "make_tasks.py" if shared and (shared / "make_tasks.py").exists()
-            else BENCH / "gen_tasks.py"
-        )
-
-    def make(self, name: str, n: int) -> Path:
-        home = self.root / name
-        home.mkdir()
-        if n:
-            subprocess.run([PY, str(self.generator), str(home), str(n)], check=True,
-                           stdout=subprocess.DEVNULL)
-            count = sum(1 for p in (home / "tasks").iterdir() if p.suffix == ".md")
-            if count != n:
-                raise SystemExit(f"generator wrote {count} task files into {home}, expected {n}")
-        else:
-            (home / "tasks").mkdir()
-        return home
-
-
-def write_task(home: Path, task_id: str, command: str) -> None:
-    quoted = command.replace("'", "''")
-    (home / "tasks" / f"{task_id}.md").write_text(
-        f"---\nid: {task_id}\nschedule: \"* * * * *\"\ncommand: '{quoted}'\n---\n\n"
-        f"# {task_id}\n\nDue every minute (benchmark).\n",
-        encoding="utf-8",
-    )
-
-
-def iso(dt: datetime) -> str:
-    return dt.isoformat(timespec="seconds")
-
-
-def tick_argv(home: Path, now: datetime) -> list[str]:
-    return [PY, str(SCHEDULER), "--home", str(home), "tick", "--now", iso(now)]
-
-
-def minute(i: int) -> datetime:
-    """Run i of a due scenario happens at SATURDAY + i minutes: a new slot every run."""
-    return SATURDAY + timedelta(minutes=i)
-
 
 # --------------------------------------------------------------------------- scenarios
 
@@ -255,6 +77,7 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     for n in args.sizes:
         home = homes.make(f"idle-{n}", n)
         tick_homes[n] = home
+        settle(home)  # steady state: files older than the cache's racy window
         for name, script, store in (("floor.py", "floor.py", floors),
                                     ("naive_tick.py", "naive_tick.py", naives)):
             row = Row(name, n)
@@ -283,6 +106,7 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     home = homes.make(f"heartbeat-{base_n}", base_n)
     with Sink() as sink:
         (home / "scheduler.yaml").write_text(f"heartbeat_url: {sink.url}\n", encoding="utf-8")
+        settle(home)
         row = measure(Row("tick, nothing due, heartbeat_url set", base_n), runs,
                       lambda i, h=home: tick_argv(h, SATURDAY), home,
                       after=lambda i, s: _no_runs(s) or sink.take())
@@ -293,9 +117,11 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     # -- one due: base_n idle tasks + one `true` every minute
     log(f"tick N={base_n} one due")
     home = homes.make(f"one-due-{base_n}", base_n)
+    write_config(home)
     write_task(home, "bench-due", "true")
+    settle(home)
     row = measure(Row("tick, one due (true)", base_n, goal=f"≤ {ONE_DUE_GOAL_MS:g} ms"), runs,
-                  lambda i, h=home: tick_argv(h, minute(i)), home,
+                  lambda i, h=home: tick_argv(h, minute(i)), home, warmups=2,
                   after=lambda i, s: _mentions(s, ["bench-due"]))
     if base_n in floors:
         row.xfloor = _ratio(row.median, floors[base_n].median)
@@ -308,7 +134,9 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     log(f"dispatch latency N={base_n}")
     home = homes.make(f"dispatch-{base_n}", base_n)
     started = home / "started"
+    write_config(home)
     write_task(home, "bench-dispatch", f"date +%s.%N > {started}")
+    settle(home)
 
     def clear(i: int) -> None:
         started.unlink(missing_ok=True)
@@ -323,14 +151,20 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
             return f"start stamp precedes the tick ({s.metric_ms:.1f} ms): stale file?"
         return None
 
+    from latency import chain_rows, daemon_rows, dispatch_floor
+
+    floor = dispatch_floor(root, runs)
+    rows.append(floor)
     row = measure(Row("dispatch latency (tick start → task start)", base_n,
                       goal=f"≤ {DISPATCH_GOAL_MS:g} ms"), runs,
-                  lambda i, h=home: tick_argv(h, minute(i)), home, before=clear, after=latency)
+                  lambda i, h=home: tick_argv(h, minute(i)), home, warmups=2, before=clear,
+                  after=latency)
     missing = [s for s in row.samples if s.metric_ms is None]
     if missing:
         row.failures.append(f"{len(missing)} run(s) without a start stamp: latency unknown")
         row.samples = [s for s in row.samples if s.metric_ms is not None]
     judge_time(row, DISPATCH_GOAL_MS, GOAL_N)
+    row.xfloor = _ratio(row.median, floor.median)
     rows.append(row)
 
     # -- 100 due in the same minute, max_parallel: 8
@@ -340,9 +174,10 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     ids = [f"due-{k:03d}" for k in range(100)]
     for task_id in ids:
         write_task(home, task_id, "true")
+    settle(home)
     row = measure(Row("tick, 100 due (true), max_parallel 8", 100,
                       goal=f"≤ {HUNDRED_DUE_GOAL_MS:g} ms"), runs,
-                  lambda i, h=home: tick_argv(h, minute(i)), home,
+                  lambda i, h=home: tick_argv(h, minute(i)), home, warmups=2,
                   after=lambda i, s: _mentions(s, ids))
     judge_time(row, HUNDRED_DUE_GOAL_MS, 100)
     rows.append(row)
@@ -363,6 +198,13 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     judge_time(row, LIST_GOAL_MS, GOAL_N)
     rows.append(row)
 
+    rows.extend(chain_rows(homes, runs))
+    if args.scale:
+        from scale import scale_rows
+
+        rows.extend(scale_rows(homes, runs, args.scale, args.scale_runs, shared))
+    if args.boundaries:
+        rows.extend(daemon_rows(homes, args.boundaries, base_n))
     if not args.no_pg:
         rows.extend(pg_rows(homes, runs, base_n, rows))
 
@@ -443,7 +285,7 @@ def pg_rows(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> list[Row]:
         for i in range(runs):
             t0 = time.time()
             rate, won = claims_per_second(claims_url, homes.root,
-                                          first=1_800_000_000.0 + 86400.0 * i, env=CHILD_ENV)
+                                          first=1_800_000_000.0 + 86400.0 * i, env=core.CHILD_ENV)
             claims.samples.append(Sample(wall_ms=won / rate * 1000.0, rss_kib=0, rc=0,
                                          stdout="", stderr="", epoch=t0))
             log(f"  claims run {i + 1}/{runs}: {rate:.0f}/s")
@@ -530,10 +372,6 @@ class Silent:
 # --------------------------------------------------------------------------- judging
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def judge_idle_tick(row: Row, floor: Row | None, naive: Row | None) -> None:
     row.xfloor = _ratio(row.median, floor.median if floor else None)
     row.xnaive = _ratio(naive.median if naive else None, row.median)
@@ -563,19 +401,6 @@ def judge_ratio(row: Row, base: Row | None, goal: float) -> None:
         row.verdict = "— (no idle tick at this N to compare)"
     else:
         row.verdict = f"{'meets' if ratio <= goal else 'misses'}: {ratio:.2f}× the idle tick"
-
-
-def judge_time(row: Row, goal_ms: float, goal_n: int) -> None:
-    med = row.median
-    if row.n != goal_n:
-        row.verdict = f"— (goal is for N={goal_n:,})"
-        return
-    if med is None:
-        row.verdict = "no data"
-    elif med <= goal_ms:
-        row.verdict = "meets"
-    else:
-        row.verdict = f"misses by {med - goal_ms:.0f} ms ({med / goal_ms:.1f}× goal)"
 
 
 def judge_rss(row: Row) -> None:
@@ -681,7 +506,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="skip the PostgreSQL rows (issue 11; need pgserver and psycopg)")
     p.add_argument("--no-web", action="store_true",
                    help="skip the dashboard rows (bench/web.py; needs requirements-dev.txt)")
+    p.add_argument("--scale", type=int, help="task files for the command rows (default 10000;"
+                   " 1000 with --quick; 0 skips them)")
+    p.add_argument("--scale-runs", type=int, help="runs inserted for them (default 1000000;"
+                   " 100000 with --quick)")
+    p.add_argument("--boundaries", type=int, help="daemon rows: wall-clock minutes measured after"
+                   " a warm-up minute (default 5; 0 skips; each costs a minute)")
     args = p.parse_args(argv)
+    if args.scale is None:
+        args.scale = 1000 if args.quick else 10_000
+    if args.scale_runs is None:
+        args.scale_runs = 100_000 if args.quick else 1_000_000
+    if args.boundaries is None:
+        args.boundaries = 2 if args.quick else 5
     if args.runs is None:
         args.runs = 3 if args.quick else 7
     if args.sizes is None:
@@ -722,10 +559,9 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"NOTE: --quick: sizes {args.sizes}, fixed scenarios at N={args.base_n}; "
                      "goals are for N=1000/10000 and are not judged here")
     print(f"runs per row: {args.runs} (median and min; one untimed warm-up per row)")
-    global CHILD_ENV
     if not args.keep_env:
-        CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        subprocess.run([PY, "-m", "compileall", "-q", str(REPO / "mdcron")], env=CHILD_ENV,
+        core.CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run([PY, "-m", "compileall", "-q", str(REPO / "mdcron")], env=core.CHILD_ENV,
                        stdout=subprocess.DEVNULL, check=False)
         if "PYTHONDONTWRITEBYTECODE" in os.environ:
             notes.append("NOTE: bytecode cache on for the children (mdcron precompiled; "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..core.clock import minute_floor
 from ..core.private_files import open_private
-from ..schedule.cache import load_task_set
+from ..schedule.cache import find_task
 from ..schedule.held import lift
 from ..schedule.pause import pauses, set_pause
 from ..settings.config import Config
@@ -25,7 +25,7 @@ class ActionError(UsageError):
 
 
 def load_task(config: Config, task_id: str) -> Task:
-    found = load_task_set(config)
+    found = find_task(config, task_id)  # issue 27: through the cache, this task decoded
     if task_id in found.duplicates:  # issue 25: never pick one of two files at random
         from ..tasks.id_lines import located  # lazy: only for a duplicated id
 

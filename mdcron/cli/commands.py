@@ -52,7 +52,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     if _paused_tick(config, clock.now(), args.dry_run, say):
         return OK
     try:
-        report = run_tick(config, clock, dry_run=args.dry_run, say=say)
+        report = run_tick(config, clock, dry_run=args.dry_run, say=say,
+                          view=getattr(args, "warm_view", None))  # issue 27: held tick
     except StoreError:
         raise  # a clear message and exit 2 from main(); the database cannot hold an alert
     except Exception as exc:
@@ -176,7 +177,7 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
         print_json(rows)
         return OK
     width = terminal_width()
-    for note in _notes(config, rows, now):
+    for note in _notes(config, rows, now, loaded.tasks):
         _say_note(f"mdcron: {note}", width)
     from ..tasks.not_tasks import list_notes  # issue 25: README.md, sub-folders: said once
 
@@ -222,7 +223,7 @@ def display_zone(config: Config) -> str:
     return config.timezone or str(resolve_zone(None))
 
 
-def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
+def _notes(config: Config, rows: list[dict], now: float, tasks: list | None = None) -> list[str]:
     """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
     notes = []
     if config.state_exists:
@@ -238,16 +239,19 @@ def _notes(config: Config, rows: list[dict], now: float) -> list[str]:
         with state_store(config) as store:
             notes.extend(describe(t, hosts) for t, hosts in differing(store).items())
             notes.extend(orphaned(store, load_task_set(config).tasks))
-    notes.extend(_claude_notes(config))
+    notes.extend(_claude_notes(config, tasks))
     return notes
 
 
-def _claude_notes(config: Config) -> list[str]:
+def _claude_notes(config: Config, tasks: list | None = None) -> list[str]:
+    """`tasks`: the ones already loaded (list's, through the cache), else every file read."""
     from ..schedule.cache import load_task_set
 
     if os.environ.get("ANTHROPIC_API_KEY"):
         return []
-    claude = [t.id for t in load_task_set(config).tasks if t.run_as == "claude"]
+    if tasks is None:
+        tasks = load_task_set(config).tasks
+    claude = [t.id for t in tasks if t.run_as == "claude"]
     if claude:
         return [f"ANTHROPIC_API_KEY is not set: Claude tasks ({', '.join(claude)}) will fail,"
                 " self-heal is off and comments stay unread"]
@@ -326,14 +330,14 @@ def _jitter_of(task: object, config: Config) -> float:
 
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
     from ..core.cron import ScheduleError, parse_schedule, resolve_zone
-    from ..schedule.cache import load_task_set
+    from ..schedule.cache import find_task, load_task_set
     from .render import print_json
 
-    tasks = load_task_set(config).tasks
-    task = next((t for t in tasks if t.id == args.target), None)
+    task = next(iter(find_task(config, args.target).tasks), None)  # issue 27: via the cache
     if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
         from ..schedule.chains import next_lines
 
+        tasks = load_task_set(config).tasks
         for line in next_lines(config, task, tasks, clock_from(None).now()):
             print(line)
         return OK

@@ -12,6 +12,12 @@ job-running process is its tick child, which waits for its own tasks undisturbed
 own children (the ticks) are tracked by pid, so reaping never loses a tick's status either. The
 same design as supercronic, without needing `tini` or `docker run --init`.
 
+On the second (issue 27): WARM_LEAD seconds before each boundary the next minute's tick is
+started ahead (`tick --warm-fd N`, cli/warm.py): it warms up and blocks reading a pipe; at the
+boundary the daemon writes one byte and the tick starts what is due. A held tick that finds
+the code or scheduler.yaml changed exits EX_STALE having done nothing, and a fresh tick
+replaces it at once; a clock step or a stop closes its pipe (it exits, having done nothing).
+
 Signals: SIGTERM/SIGINT start no new tick and give running ticks `stop_grace` (config, default
 30 s) to finish; then each tick is killed first (so it cannot record a killed task as failed or
 start a retry), then its tasks' process groups (found through the task lock files, which name
@@ -61,7 +67,10 @@ from ..run.procguard import become_subreaper
 from ..settings.config import Config, ConfigError, load_config
 from ..state.store import StoreError, state_store
 from .main import build_parser
+from .warm import EX_STALE
 
+WARM_LEAD = 5.0  # seconds before a boundary the next tick is started, warmed and held (warm.py)
+PAST_BOUNDARY = 0.0005  # wake this long after the boundary: its minute has surely begun
 MAX_NAP = 1.0  # re-read the wall clock at least this often: a clock step is seen within 1 s
 JUMP = 2.0  # wall time moving this much more (or less) than monotonic time is a clock step
 LOCK_NAME = "daemon.lock"
@@ -86,7 +95,7 @@ def nap(wall: float) -> float:
     """How long to wait before looking at the clock again: until just past the next minute
     boundary, but never more than MAX_NAP, so a clock step is noticed within a second."""
     boundary = (minute_of(wall) + 1) * 60.0
-    return max(0.001, min(boundary - wall + 0.002, MAX_NAP))
+    return max(PAST_BOUNDARY, min(boundary - wall + PAST_BOUNDARY, MAX_NAP))
 
 
 def clock_step(prev_wall: float, prev_mono: float, wall: float, mono: float) -> float:
@@ -154,6 +163,9 @@ class TickChild:
     minute: int
     started_wall: float
     started_mono: float
+    go_fd: int | None = None  # a held tick (warm.py): the pipe its go is written to
+    warm: bool = False  # started ahead of its minute
+    told: bool = False  # a warm tick that was told to go
 
 
 class AlreadyRunning(Exception):
@@ -286,6 +298,58 @@ class Daemon:
                  reason=reason, running=len(self.ticks))
         self.lock.update(last_tick=wall, last_tick_pid=process.pid)
 
+    # -- the warm tick (issue 27): started ahead of the boundary, told to go at it -------------
+
+    def held(self) -> TickChild | None:
+        return next((t for t in self.ticks.values() if t.go_fd is not None), None)
+
+    def warm_due(self, wall: float, planner: Planner) -> bool:
+        """Within WARM_LEAD of the next boundary, this minute's tick started, none held."""
+        return (planner.last_minute == minute_of(wall) and self.held() is None
+                and (minute_of(wall) + 1) * 60.0 - wall <= WARM_LEAD)
+
+    def start_warm(self, wall: float) -> None:
+        """Start the next minute's tick now; it warms up and waits for its go (cli/warm.py)."""
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        argv = [sys.executable, "-u", str(SCRIPT), "tick", "--home", str(self.home),
+                *self.tick_extra, "--warm-fd", str(read_end)]
+        try:
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, process_group=0,
+                                       pass_fds=(read_end,))
+        except OSError as exc:
+            os.close(write_end)
+            self.log("tick could not start", error=str(exc))
+            return
+        finally:
+            os.close(read_end)
+        self.ticks[process.pid] = TickChild(process, minute_of(wall) + 1, wall, time.monotonic(),
+                                            go_fd=write_end, warm=True)
+
+    def go(self, tick: TickChild, wall: float, reason: str) -> bool:
+        """Tell the held tick its minute has come; False when it is gone (start a cold one)."""
+        fd, tick.go_fd = tick.go_fd, None
+        try:
+            os.write(fd, b"g")  # type: ignore[arg-type]
+        except OSError:
+            return False
+        finally:
+            os.close(fd)  # type: ignore[arg-type]
+        minute = minute_of(wall)
+        tick.minute, tick.started_wall, tick.told = minute, wall, True
+        tick.started_mono = time.monotonic()
+        self.log("tick started", pid=tick.process.pid, minute=_minute_text(minute),
+                 late=f"{wall - minute * 60:.3f}s", reason=reason, running=len(self.ticks),
+                 warm=True)
+        self.lock.update(last_tick=wall, last_tick_pid=tick.process.pid)
+        return True
+
+    def drop_held(self) -> None:
+        """Close a held tick's pipe: it exits without doing anything (EX_STALE)."""
+        for tick in self.ticks.values():
+            if tick.go_fd is not None:
+                os.close(tick.go_fd)
+                tick.go_fd = None
+
     def reap(self) -> None:
         """Collect every exited child: our ticks (their status is kept and logged) and orphans
         that were re-parented to us (as PID 1 or as a child subreaper)."""
@@ -302,6 +366,17 @@ class Daemon:
                 self.log("reaped orphan", pid=pid, status=code)
                 continue
             tick.process.returncode = code  # so Popen never waits for it again
+            if tick.go_fd is not None:  # a held tick that ended before its go (crashed)
+                os.close(tick.go_fd)
+                tick.go_fd = None
+            if tick.warm and not tick.told and code == EX_STALE:
+                continue  # dropped before its minute: it did nothing
+            if tick.told and code == EX_STALE:  # code or config changed since it warmed up
+                self.log("tick replaced", pid=pid, minute=_minute_text(tick.minute),
+                         why="the code or scheduler.yaml changed while it waited")
+                if not self.stop_requests:
+                    self.start_tick(time.time(), "replaces a stale warm tick")
+                continue
             self.log("tick ended", pid=pid, minute=_minute_text(tick.minute), status=code,
                      took=f"{time.monotonic() - tick.started_mono:.1f}s")
 
@@ -338,7 +413,15 @@ class Daemon:
             if step.jump:
                 self.log("clock stepped", seconds=f"{step.jump:+.0f}")
             if step.tick:
-                self.start_tick(wall, step.reason)
+                held = self.held()
+                if held is None or step.jump or not self.go(held, wall, step.reason):
+                    self.drop_held()
+                    self.start_tick(wall, step.reason)
+            elif step.jump:
+                self.drop_held()  # a clock step: the held tick's minute may not come
+            wall = time.time()
+            if self.warm_due(wall, planner):
+                self.start_warm(wall)
             self._wait(nap(time.time()))
 
     def reload(self) -> None:
@@ -351,6 +434,8 @@ class Daemon:
         self.log("config reloaded", stop_grace=f"{self.stop_grace:g}s")
 
     def _stop(self) -> int:
+        self.drop_held()  # a tick not yet told to go ends at once, having done nothing
+        self.reap()
         self.log("stopping", running_ticks=len(self.ticks), grace=f"{self.stop_grace:g}s")
         # the first request started this stop; any other, even one that came before this line
         # ran (a second SIGTERM right after the first), ends the grace at once

@@ -55,7 +55,33 @@ def _count(high: int):  # -> an argparse type: a whole number from 1 to high
     return count
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """Stands for the parser of a command this run does not use (build_parser's `only`)."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self, *args: object, **kwargs: object) -> _Unbuilt:
+        return self
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command argv names (`--home DIR` may come first); None when unclear or asking for
+    help (then every command's parser is built, for the listing and the error)."""
+    words = iter(argv)
+    for word in words:
+        if word in ("-h", "--help"):
+            return None
+        if word == "--home":
+            next(words, None)
+        elif not word.startswith("-"):
+            return None if any(w in ("-h", "--help") for w in words) else word
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """`only`: build just that command's parser (issue 27: ~24 subparsers cost a tick ~10 ms);
+    an unknown name builds them all, so argparse lists the choices in its error."""
     import argparse
     from pathlib import Path
 
@@ -67,7 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="command",
                            help="`scheduler.py COMMAND --help` describes each")
 
+    known = ("tick", "run", "list", "history", "next", "validate", "why", "show", "logs",
+             "enable", "disable", "pause", "resume", "web", "incidents", "resolve", "comment",
+             "comments", "doctor", "state", "daemon", "install", "uninstall", "revert-heal")
+    if only not in known:
+        only = None
+
     def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return _Unbuilt()  # type: ignore[return-value]
         return sub.add_parser(name, parents=[common], help=help, description=help)
 
     c = cmd("tick", "one pass: run every task that is due now")
@@ -208,7 +242,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     make_undumpable()  # tasks of the same user cannot read our secrets in /proc/<pid>/environ
     guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
     argv = sys.argv[1:] if argv is None else list(argv)
-    idle = _idle_tick(argv)
+    ahead = None
+    if "--warm-fd" in argv:  # issue 27: the daemon's tick, started ahead of its minute
+        from . import warm  # lazy: only the daemon's held tick
+
+        argv, fd = warm.split_warm_fd(argv)
+        if fd is not None:
+            ahead = warm.Ahead(_home_arg(argv), fd, _now_arg(argv))
+            if ahead.idle:  # stay small; at the minute, the idle path as cron's tick
+                held = ahead.wait()
+                if held is not None:
+                    return held
+                ahead = None
+    idle = _idle_tick(argv) if ahead is None else None
     if idle is not None:
         return idle
     from . import requirements  # lazy: only once the idle tick declined (stdlib only)
@@ -224,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import commands
     from .usage import USAGE, UsageError
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_word(argv)).parse_args(argv)
     home = Path(getattr(args, "home", None) or default_home()).resolve()
     if args.command == "completion":  # no config needed: the script reads tasks/ itself
         from .completion import bash_script, zsh_script
@@ -252,6 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     fastpath.note_config(config, text)
     if args.command in ("tick", "run"):  # issue 21: orphaned task processes come back to us
         become_subreaper()
+    if ahead is not None:  # warmed up to here: wait for the minute, refuse what changed
+        held = ahead.warm_and_wait(config, text)
+        if held is not None:
+            return held
+        args.warm_view = ahead.view  # cmd_tick runs on it (stat'ed again at the go)
     if args.command == "validate":
         return handler(config, args, warnings)
     try:
@@ -277,6 +328,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"mdcron: {describe(config.db_path, exc)}", file=sys.stderr)
         return USAGE
+
+
+def _home_arg(argv: list[str]) -> str:
+    """The home `--home DIR` names (the daemon spells it so), else the default one."""
+    for i, arg in enumerate(argv):
+        if arg.startswith("--home="):
+            return os.path.realpath(arg.partition("=")[2])
+        if arg == "--home" and i + 1 < len(argv):
+            return os.path.realpath(argv[i + 1])
+    return os.path.realpath(os.environ.get("MDCRON_HOME") or os.path.dirname(
+        os.path.dirname(os.path.dirname(os.path.realpath(__file__)))))
+
+
+def _now_arg(argv: list[str]) -> float | None:
+    """The instant `--now ISO` names (with its offset), else None."""
+    for i, arg in enumerate(argv):
+        text = arg.partition("=")[2] if arg.startswith("--now=") else (
+            argv[i + 1] if arg == "--now" and i + 1 < len(argv) else None)
+        if text is not None:
+            try:
+                instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return instant.timestamp() if instant.utcoffset() is not None else None
+    return None
 
 
 def _alert_now(args: argparse.Namespace) -> float:

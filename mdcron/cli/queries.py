@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, resolve_zone, schedule_of
@@ -50,6 +52,7 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
     if config.state_exists:
         with state_store(config) as store:
             states, last, holds = store.task_states(), store.last_runs(), held(store)
+            view.fill_dues(states)  # issue 27: once after a config change, then cached
             view.save(store)
     view.close()
     return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
@@ -70,6 +73,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
         for h in holders(config):
             if h.info is not None:
                 held.setdefault(h.info.task_id, []).append(h.resource)
+    locks_dir = config.locks_dir
+    held_locks = _held_lock_files(locks_dir)
     for task in loaded.tasks:
         if tag and tag not in task.tags:
             continue
@@ -78,7 +83,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
         nxt = None if task.id in loaded.held else next_fire(task, config, now,
                                                               loaded.due.get(task.id))
         start = next_start(task, config, nxt)  # issue 26: the fire plus its jitter
-        info = read_info(lock_path(config.locks_dir, task.id))  # as `why`: the lock says so
+        info = (read_info(lock_path(locks_dir, task.id))  # as `why`: the lock says so
+                if f"{task.id}.lock" in held_locks else None)
         running_since = info.started_at if info is not None and holder_alive(info) else None
         rows.append({
             "id": task.id,
@@ -151,6 +157,19 @@ def command_text(task: Task) -> str:
         text = " ".join((task.prompt or task.body or "").split())
         return f"claude: {text}"
     return f"{task.run_as}: {task.command}" if task.run_as != "shell" else str(task.command or "")
+
+
+
+def _held_lock_files(locks_dir: Path) -> set[str]:
+    """Names of the lock files with a record in them (a released lock is emptied): only those
+    can name a running holder. One directory read instead of a read per task."""
+    try:
+        with os.scandir(locks_dir) as entries:
+            return {e.name for e in entries if e.name.endswith(".lock")
+                    and e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_size}
+    except OSError:
+        return set()
+
 
 
 def explain(config: Config, task: Task, state: TaskState | None, at: float) -> list[str]:

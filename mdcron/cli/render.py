@@ -13,8 +13,13 @@ from .fit import Column, render, terminal_width
 
 
 def print_json(value: object) -> None:
-    json.dump(value, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    """Indented JSON; a list one element a line (json's C encoder: `indent` would take the
+    pure-Python one, 1.4 s for `list --json` at 10,000 tasks), written at once."""
+    if isinstance(value, list) and value:
+        items = ",\n".join("  " + json.dumps(item, default=str) for item in value)
+        sys.stdout.write(f"[\n{items}\n]\n")
+    else:
+        sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[object]],

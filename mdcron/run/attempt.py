@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..claude.client import run_claude_task
 from ..core.clock import Clock, monotonic, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.private_files import make_private_dirs
@@ -121,6 +120,9 @@ def _start(
     except OSError:
         pass  # a full disk or the like: the run goes on, its output noting the log failed
     if task.run_as == "claude":
+        # lazy: the Claude client (random, templates, ...) only for a Claude task (issue 27)
+        from ..claude.client import run_claude_task
+
         deadline = time.monotonic() + task.timeout
         return run_claude_task(task, config, ctx.environ, log_path=log_path, deadline=deadline)
     try:

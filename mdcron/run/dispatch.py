@@ -40,9 +40,11 @@ class Planned:
 def run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
     healer: Healer | None, meanwhile: Callable[[], object] | None = None,
+    on_end: Callable[[LadderOutcome], object] | None = None,
 ) -> list[LadderOutcome]:
     """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
-    starts when they run one by one here)."""
+    starts when they run one by one here). `on_end(outcome)` is called as each ladder ends,
+    in its worker (issue 27: chain_follow starts the downstreams then)."""
     if not to_run:
         return []
 
@@ -54,9 +56,16 @@ def run_all(
 
     def one(item: tuple[Task, int]) -> LadderOutcome:
         if ctx.gate is None:
-            return run_one(ctx, item, say, healer)
-        with ctx.gate:
-            return run_one(ctx, item, say, healer)
+            outcome = run_one(ctx, item, say, healer)
+        else:
+            with ctx.gate:
+                outcome = run_one(ctx, item, say, healer)
+        if on_end is not None:  # issue 27: a downstream starts at once
+            try:
+                on_end(outcome)
+            except Exception:  # noqa: S110  # the tick's chain rounds after the batch still run
+                pass
+        return outcome
 
     if workers == 1:
         return [one(item) for item in to_run]

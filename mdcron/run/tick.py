@@ -125,8 +125,10 @@ def run_tick(
     environ: dict[str, str] | None = None,
     say: Callable[[str], None] = print,
     healer: Healer | None = None,
+    view: View | None = None,
 ) -> TickReport:
     """One pass. `healer` replaces the default (Claude, when a key is set) — for tests.
+    `view`: the task files as loaded and refreshed by the daemon's held tick (cli/warm.py).
 
     Task files come through the cache (cache.py): only changed files are parsed, and only
     candidates (cached next_due <= now) become Task objects and go through decide()."""
@@ -135,7 +137,7 @@ def run_tick(
     now = clock.now()
     began = time.monotonic()
     report = TickReport(now=now)
-    view = load(config)
+    view = view if view is not None else load(config)
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"
         report.no_tasks_folder = True
@@ -208,7 +210,15 @@ def run_tick(
                 error(line)
             report.problems_said = True
         view.claimed([(p.task, p.slot) for p in report.planned], rows)
-        view.save(store)
+        saved: list[bool] = []
+
+        def save_once() -> None:  # issue 27: the cache is written once the tasks started
+            if not saved:
+                saved.append(True)
+                view.save(store)
+
+        if not any(p.action == "run" for p in report.planned):
+            save_once()
         # issue 12: runs of tasks with `uses:` claim once their units are held (resource_runs)
         deferred = [p for p in report.planned if p.action == "run" and p.task.uses]
         # issue 23: with a shared state the other runs claim as workers free up (spread.py)
@@ -244,10 +254,16 @@ def run_tick(
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
 
-        def meanwhile() -> None:  # while the first tasks run: croniter, the plain reasons
+        def meanwhile() -> None:  # while the first tasks run: the cache, croniter, reasons
+            save_once()
             view.prepare_complete()
             fill_reasons(report.planned, config)
 
+        follower = None
+        if any(t.after for t in candidates):  # issue 27: downstreams start as upstreams end
+            from .chain_follow import Follower  # lazy: only with a chain among the tasks
+
+            follower = Follower(ctx, candidates, broken, say, healer)
         if spread:
             from .spread import run_spread  # lazy: a shared state with due runs only
 
@@ -256,14 +272,19 @@ def run_tick(
             report.ladders = [o for _, _, o in ran]
             report.results = [(task, rid, o.final) for task, rid, o in ran]
         else:
-            report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile)
+            report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile,
+                                     on_end=follower.ended if follower else None)
             report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                            strict=True)]
+        save_once()  # when meanwhile did not run (one task runs in this thread, or it failed)
         view.complete(store)  # croniter only now, once the tasks started (or ran)
         fill_reasons(report.planned, config)
         for rid, o in uses.join():
             report.ladders.append(o)
             report.results.append((o.task, rid, o.final))
+        for task, rid, o in follower.join() if follower else ():
+            report.ladders.append(o)
+            report.results.append((task, rid, o.final))
         from ..schedule.chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
 
         for task, rid, o in run_rounds(ctx, store, candidates, broken,
@@ -271,6 +292,8 @@ def run_tick(
                                        healer):
             report.ladders.append(o)  # type: ignore[arg-type]
             report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
+        if any(t.after for t in candidates) and not store.url:  # issue 27: idle again
+            store.set_meta("chains_settled", _chains_settled(store, config, candidates, broken))
         pings.wait_all(say)  # issue 26: the tasks' pings, each within its deadline
         _aftermath(store, config, report, clock.now(), ctx.environ, say,
                    ctx.failed_destinations)
@@ -309,6 +332,22 @@ def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
         store.set_meta("chain_problems_digest", digest)
         report.problems_changed = True
     return broken
+
+
+def _chains_settled(store: Store, config: Config, candidates: list[Task],
+                    broken: set[str]) -> str:
+    """The newest run id when no downstream is owed (claimable or waiting) and no upstream
+    runs (state/idle.chains_settled); '' otherwise: the next tick is a full one."""
+    from ..schedule.chains import pending_for
+
+    if pending_for(store, config, candidates, broken):
+        return ""
+    ups = {u for t in candidates if t.after and t.enabled and t.id not in broken
+           for u in t.after}
+    if any(row["task_id"] in ups for row in store.running_rows()):
+        return ""
+    newest = store.history(1, None)
+    return str(newest[0]["id"]) if newest else "0"
 
 
 def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,

@@ -201,6 +201,7 @@ class View:
     rebuild: bool = False  # the stored rows belong to another key
     zone: str = ""
     db: sqlite3.Connection | None = None  # read-only, for task JSON
+    _prefetched: dict[str, tuple[str, int]] = field(default_factory=dict)  # task_set's rows
 
     @property
     def valid(self) -> list[Entry]:
@@ -212,7 +213,14 @@ class View:
 
     def task_set(self) -> TaskSet:
         """Every valid task as a Task (decoded or read), the problems, the duplicate ids."""
-        tasks = [t for e in self.valid if (t := self.task(e)) is not None]
+        valid = self.valid
+        if self.db is not None and sum(e.task is None for e in valid) > 50:
+            try:  # issue 27: one query for the rows, not one per task
+                self._prefetched = task_cache.cached_tasks(self.db)
+            except sqlite3.Error:
+                pass
+        tasks = [t for e in valid if (t := self.task(e)) is not None]
+        self._prefetched = {}
         return TaskSet(tasks, self.problems, find_duplicate_ids(tasks))
 
     def task(self, entry: Entry) -> Task | None:
@@ -228,7 +236,7 @@ class View:
     def _decode(self, entry: Entry) -> Task:
         if self.db is None:
             raise Damaged("no database")
-        row = task_cache.cached_task(self.db, entry.path)
+        row = self._prefetched.get(entry.path) or task_cache.cached_task(self.db, entry.path)
         if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
             raise Damaged("task row missing or checksum")
         task = task_from_json(row[0])
@@ -377,6 +385,41 @@ class View:
                 hints[s.task_id] = (floor, e.next_due)
         return hints
 
+    def refresh(self) -> None:
+        """A view loaded ahead of its minute (cli/warm.py), brought to now: the folder is
+        stat'ed again; an entry is kept when its file's stat is unchanged, was not racily
+        clean when read, and its outside paths resolve as before; other files are read now.
+        Its due times are checked against the state rows by the tick, as always."""
+        read_ns, files = fastpath.take_scan(str(self.config.tasks_dir))
+        old = {e.path: e for e in self.entries}
+        entries = []
+        for path in sorted(files):
+            stat, e = files[path], old.get(path)
+            if (e is None or stat is None or e.stat != stat or e.skip
+                    or fastpath.racy(stat, e.read_ns) or not fastpath.deps_ok(e.deps)):
+                e = _read(path, stat, read_ns, self.config)
+            entries.append(e)
+        self.entries = entries
+        self.problems = [p for e in entries for p in e.problems]
+        self.removed = sorted(p for p in {*self.removed, *old} if p not in files)
+        self.zone = fastpath.zone_key()
+
+    def fill_dues(self, states: dict[str, TaskState]) -> None:
+        """next_due for each enabled task with a state row whose cached one does not hold
+        (after a config change every row is read again without one): computed once here, kept
+        by save(), so the next `list` finds it instead of stepping croniter for every task."""
+        for e in self.valid:
+            s = states.get(e.id)  # type: ignore[arg-type]
+            if s is None or not e.enabled or e.due_known(StateRow.of(s), self.zone):
+                continue
+            task = self.task(e)
+            if task is None:
+                continue
+            try:
+                self._set_due(e, task, s.last_slot, s.not_before)
+            except Exception:  # noqa: S112  # its maths fails: list shows it without a next run
+                continue
+
     def _set_due(self, e: Entry, task: Task, last_slot: float | None, not_before: float) -> None:
         e.next_due = next_due(task, self.config, last_slot, not_before)
         e.due_after = fire_after(task, self.config, e.next_due)
@@ -488,6 +531,29 @@ def load_task_set(config: Config) -> TaskSet:
         return view.task_set()
     finally:
         view.close()
+
+
+def find_task(config: Config, task_id: str) -> TaskSet:
+    """The task(s) with this id (several: a duplicate id) and every file's problems, for the
+    commands about one task (show, next, enable, ...): through the cache when the state
+    database exists (a stat per file, the cached rows, changed files parsed, only this id's
+    rows decoded), else as load_task_set. A cache rebuilt (the config changed) is saved, so the
+    next command does not pay the rebuild again."""
+    if not config.db_path.is_file():
+        found = load_task_set(config)
+        tasks = [t for t in found.tasks if t.id == task_id]
+        return TaskSet(tasks, found.problems, find_duplicate_ids(tasks))
+    view = load(config)
+    try:
+        tasks = [t for e in view.valid if e.id == task_id and (t := view.task(e)) is not None]
+        if view.rebuild and view.key is not None:
+            with Store(config.db_path) as store:
+                view.save(store)
+    except sqlite3.Error:
+        pass  # the cache could not be written: the task is still the file's
+    finally:
+        view.close()
+    return TaskSet(tasks, view.problems, find_duplicate_ids(tasks))
 
 
 def load(config: Config, *, cached: bool = True) -> View:

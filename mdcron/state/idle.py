@@ -21,6 +21,8 @@ Idle means all of:
     leave this host out (meta cache_elsewhere): the full tick never runs it here;
   - nothing else is pending: no run marked running (recovery), no outbox message pending or
     held, the problems are those last reported, and retention is not due;
+  - a chained task (`after:`, always a candidate) is idle only while its chains are settled
+    (issue 27: chains_settled below): no upstream finished since the last full tick;
   - nothing is stamped after now + FUTURE_SLACK (last_tick, retention_at, a task's last_slot or
     not_before): the clock went back, and the full tick must clear and say it
     (run/clock_back.py), else a slot claimed "in 2027" would keep a task idle until 2027.
@@ -90,8 +92,21 @@ def config_text(home: str) -> str | None:
     return "+" + b"".join(chunks).decode("utf-8", "surrogateescape")
 
 
+_pinned_code: str | None = None  # pin_code: the fingerprint a held tick checked at its go
+
+
+def pin_code(fingerprint: str | None) -> None:
+    """For the rest of this process (one tick) code_fingerprint answers `fingerprint`: the
+    daemon's held tick (cli/warm.py) has just compared it to the files, and a cold tick reads
+    its code once too."""
+    global _pinned_code
+    _pinned_code = fingerprint
+
+
 def code_fingerprint() -> str:
     """Name, size and mtime of every module of mdcron: new code never trusts old rows."""
+    if _pinned_code is not None:
+        return _pinned_code
     parts = []
     folders = [PACKAGE_DIR]
     while folders:  # the package and its folders (web/ too: cheap, and never wrong)
@@ -166,6 +181,12 @@ def take_scan(folder: str) -> tuple[int, dict[str, Stat | None]]:
     return read_ns, scan(folder)
 
 
+def drop_scan() -> None:
+    """Forget the idle check's scan: a tick held past it (cli/warm.py) must stat anew."""
+    global _last_scan
+    _last_scan = None
+
+
 def racy(stat: Stat, read_ns: int) -> bool:
     """Git's racily-clean rule: a file whose mtime or ctime is not comfortably older than the
     moment it was read may change again without its stat changing (coarse timestamps)."""
@@ -206,14 +227,16 @@ def connect_readonly(db_path: str):  # -> sqlite3.Connection
 
 
 _META = ("cache_key", "cache_sealed", "cache_problems", "cache_errors", "cache_tasks",
-         "cache_idle", "problems_digest", "retention_at", "cache_elsewhere", "last_tick")
+         "cache_idle", "problems_digest", "retention_at", "cache_elsewhere", "last_tick",
+         "chains_settled")
 
 # Rows that show no change, each with whether it is due. Valid tasks also need a task_state
 # row that agrees. A due row is idle only for a task whose `hosts:` leave this host out.
 _FRESH = """
 SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.deps, c.task_id,
        c.enabled = 1 AND c.next_due IS NOT NULL AND c.next_due <= :now,
-       coalesce(s.last_slot > :future OR s.not_before > :future, 0)
+       coalesce(s.last_slot > :future OR s.not_before > :future, 0),
+       c.next_due = 0
 FROM task_cache c LEFT JOIN task_state s ON s.task_id = c.task_id
 WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
   AND (c.task_id IS NULL
@@ -224,9 +247,11 @@ WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
 """
 
 
-def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | None:
+def idle_tick(home: str, now: float, dry_run: bool, started: float,
+              quiet: bool = False) -> int | None:
     """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
-    None when the tick may not be idle. `started`: time.monotonic() when `now` was read."""
+    None when the tick may not be idle. `started`: time.monotonic() when `now` was read.
+    quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute)."""
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path) or os.path.islink(os.path.dirname(db_path)):
         return None  # a state/ swapped for a symlink: the full tick refuses it (store.py)
@@ -265,6 +290,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
 
             if not unchanged(db, text, home, elsewhere):
                 return None
+        if dry_run and quiet:
+            return 0
         if dry_run:
             from datetime import UTC, datetime
 
@@ -294,6 +321,15 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float) -> int | Non
         return 1 if errors else 0
     finally:
         db.close()
+
+
+def chains_settled(db, settled: str | None) -> bool:
+    """An `after:` task (next_due 0: it may always be due) leaves the tick idle when the last
+    full tick found no downstream owed and no upstream running (run/tick.py writes meta
+    chains_settled = the newest run id then) and no run row came since: an upstream that
+    finishes was running then or is a new row now."""
+    newest = db.execute("SELECT max(id) FROM runs").fetchone()[0]
+    return bool(settled) and settled == str(newest)
 
 
 def _connect(db_path: str):  # -> sqlite3.Connection, as store._open sets it up
@@ -352,11 +388,16 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
         return None
     get = files.get
     due = []
-    for path, size, mtime_ns, ino, ctime_ns, deps, task_id, is_due, ahead in rows:
+    chained = False
+    for path, size, mtime_ns, ino, ctime_ns, deps, task_id, is_due, ahead, chain in rows:
         if ahead or get(path) != (size, mtime_ns, ino, ctime_ns) or (deps and not deps_ok(deps)):
             return None
-        if is_due:
+        if is_due and chain:
+            chained = True
+        elif is_due:
             due.append(task_id)
+    if chained and not chains_settled(db, meta.get("chains_settled")):
+        return None
     elsewhere: dict[str, list[str]] = {}
     if due:
         if dry_run:

@@ -53,6 +53,11 @@ def cached_task(db: Any, path: str) -> tuple[str, int] | None:
     return (row[0], row[1]) if row else None
 
 
+def cached_tasks(db: Any) -> dict[str, tuple[str, int]]:
+    """Every file's (task JSON, crc32) by path, in one query (a whole task set decoded)."""
+    return {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, task, crc FROM task_cache_data")}
+
+
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
     """(due_after, path, next_due, due_last, due_nb, due_zone): only where the row still holds
     the due key the fire was computed from."""

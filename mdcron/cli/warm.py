@@ -1,0 +1,123 @@
+"""The daemon's tick started ahead of its minute (issue 27): warm, then held until told to go.
+
+`scheduler.py tick --home H --warm-fd N` is started by the daemon a few seconds before a
+minute boundary. It pays what it can in advance, then blocks reading pipe N; the daemon writes
+one byte at the boundary and the tick runs at once (or closes the pipe: exit EX_STALE, nothing
+done). What it pays in advance depends on the minute ahead, asked of the idle fast path with a
+quiet dry run at the boundary's instant:
+  - idle ahead: it stays the small idle-path process (main.py, state/idle.py) and at the
+    boundary runs the idle tick as cron's tick would; should the files say otherwise by then, it
+    takes the full path, as a cold tick would;
+  - work ahead: it imports the whole tick path and reads scheduler.yaml (the imports are most of
+    a cold tick's cost).
+Nothing it decided before the boundary is trusted after it: the task files are stat'ed (and
+re-read when changed) by the tick itself after the go, as every tick does. What cannot be
+re-checked that way is refused instead: when the code (the modules' names, sizes, mtimes) or,
+for a warmed tick, scheduler.yaml's bytes differ from what it loaded, it exits EX_STALE without
+doing anything and the daemon starts a fresh tick in its place.
+
+Lazy imports: this module is loaded only in the daemon's held tick (main.py); the tick path it
+warms is imported here on purpose, ahead of the minute, and only when that minute has work.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..core.clock import minute_floor
+from ..state import idle as fastpath
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..schedule.cache import View
+    from ..settings.config import Config
+
+EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
+
+
+def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
+    """argv without `--warm-fd N`, and N (None when absent or not a number)."""
+    if "--warm-fd" not in argv:
+        return argv, None
+    i = argv.index("--warm-fd")
+    try:
+        fd = int(argv[i + 1])
+    except (IndexError, ValueError):
+        return argv, None
+    return argv[:i] + argv[i + 2:], fd
+
+
+class Ahead:
+    """The held tick's two waits: light (the minute ahead is idle) or warmed (it has work)."""
+
+    def __init__(self, home: str, fd: int, at: float | None = None) -> None:
+        """`at`: the instant the tick will run at (its --now), else the next minute."""
+        self.home, self.fd = home, fd
+        self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
+        self.code = fastpath.code_fingerprint()
+        self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
+        try:
+            self.idle = fastpath.idle_tick(home, boundary, True, time.monotonic(),
+                                           quiet=True) is not None
+        except Exception:  # the real tick decides (and reports) at the minute
+            self.idle = False
+        fastpath.drop_scan()  # taken before the wait: the tick at the minute stats anew
+
+    def wait(self) -> int | None:
+        """Block until the go; None to run now, EX_STALE when dropped or the code changed."""
+        if not _wait(self.fd) or fastpath.code_fingerprint() != self.code:
+            return EX_STALE
+        fastpath.pin_code(self.code)  # just compared: the cache key needs it again
+        return None
+
+    def warm_and_wait(self, config: Config, config_text: str | None) -> int | None:
+        """After main() parsed the arguments and read the config (`config_text`, as read):
+        import the rest of the tick path, wait; EX_STALE when the config's bytes changed."""
+        warm_up()
+        from ..schedule.cache import load  # lazy: as warm_up
+
+        self.view = load(config)  # the rows read now; refresh() stats the files at the go
+        if not config.state_url and config.db_path.is_file():
+            # the lost-database marker (state/dbguard.py) moves to this minute now, not in the
+            # claim: a marker ahead only holds back a slot after a lost database, never reruns
+            from ..state.dbguard import note_claims  # lazy: as warm_up
+
+            note_claims(config.db_path, minute_floor(self.boundary))
+        held = self.wait()
+        if held is None and fastpath.config_text(self.home) != config_text:
+            held = EX_STALE
+        if held is not None:
+            self.view.close()
+            self.view = None
+            return held
+        self.view.refresh()
+        return None
+
+
+def warm_up() -> None:
+    """Import what a tick with work imports before its first task starts."""
+    # lazy: the whole tick path, warmed ahead of a minute with work
+    from concurrent.futures import thread  # noqa: F401
+
+    from ..alerts import after_run  # noqa: F401  # lazy: as above
+    from ..core import cron  # lazy: as above
+    from ..run import resource_runs, tick, ticklog  # noqa: F401  # lazy: as above
+    from ..schedule import cache, chains, once_per  # noqa: F401  # lazy: as above
+    from ..tasks import taskfile  # noqa: F401  # lazy: as above
+    from . import actions  # noqa: F401  # lazy: as above
+
+    cron._load_croniter()  # the reasons said after the runs start step croniter
+
+
+def _wait(fd: int) -> bool:
+    """Block until the daemon's byte (True) or its end of the pipe closing (False)."""
+    while True:
+        try:
+            got = os.read(fd, 1)
+        except InterruptedError:
+            continue
+        except OSError:
+            return False
+        os.close(fd)
+        return bool(got)
