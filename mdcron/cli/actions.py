@@ -37,9 +37,11 @@ def load_task(config: Config, task_id: str) -> Task:
     bad = [p for p in found.problems if p.severity == "error" and p.path.stem == task_id]
     if bad:
         raise ActionError(f"task {task_id!r} has errors: " + "; ".join(str(p) for p in bad))
+    from ..schedule.cache import load_task_set  # lazy: every id, only for a did-you-mean
     from .ids import unknown_id  # lazy: only for an id nobody knows
 
-    raise ActionError(unknown_id(task_id, (t.id for t in found.tasks), config.tasks_dir))
+    raise ActionError(unknown_id(task_id, (t.id for t in load_task_set(config).tasks),
+                                 config.tasks_dir))
 
 
 def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None, now: float,

@@ -355,7 +355,8 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
         if task is None and len(args.target.split()) == 1 and not args.target.startswith("@"):
             from .ids import unknown_id  # lazy: only for an id nobody knows
 
-            raise UsageError(unknown_id(args.target, (t.id for t in tasks), config.tasks_dir)
+            ids = (t.id for t in load_task_set(config).tasks)  # every id: a did-you-mean
+            raise UsageError(unknown_id(args.target, ids, config.tasks_dir)
                              + "; or quote a schedule like '0 6 * * 1-5'") from None
         message = f"{args.target!r} is neither a task id nor a valid schedule: {exc}"
         raise UsageError(message) from exc
