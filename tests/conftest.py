@@ -102,6 +102,23 @@ def overdue_lock(home: Path, task_id: str, seconds: float = 600.0) -> None:
         handle.write(json.dumps(info, sort_keys=True))
 
 
+def age_cache(home: Path) -> None:
+    """As if the last tick had read the task files 10 s earlier: the task cache's rows are no
+    longer "racy" (the 2 s window in which a file edit could hide from its mtime)."""
+    import sqlite3
+
+    if not (home / "state" / "mdcron.db").exists():
+        return
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
+    db.execute("UPDATE task_cache SET read_ns = read_ns + 10000000000")
+    if sealed is not None:  # the triggers unseal on any change; only save() may seal
+        db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
+    db.execute("COMMIT")
+    db.close()
+
+
 @pytest.fixture
 def cli(home: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
     def call(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:

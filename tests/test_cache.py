@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SCHEDULER, render_task, run_cli
+from conftest import age_cache as age
 
 from mdcron.core.clock import Clock
 from mdcron.run.tick import plan, run_tick
@@ -45,19 +46,6 @@ class FrozenClock(Clock):
 
 def db_of(home: Path) -> sqlite3.Connection:
     return sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
-
-
-def age(home: Path) -> None:
-    """As if the last tick had read the files 10 s earlier: its rows are no longer racy."""
-    if (home / "state" / "mdcron.db").exists():
-        db = db_of(home)
-        db.execute("BEGIN IMMEDIATE")
-        sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
-        db.execute("UPDATE task_cache SET read_ns = read_ns + 10000000000")
-        if sealed is not None:  # the triggers unseal on any change; only save() may seal
-            db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
-        db.execute("COMMIT")
-        db.close()
 
 
 def states_of(home: Path) -> dict:

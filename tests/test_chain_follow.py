@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, run_cli
+from conftest import age_cache as age
 
 BEFORE = "2026-11-23T08:59:00+00:00"
 NOW = "2026-11-23T09:00:00+00:00"
@@ -64,18 +65,6 @@ def probe_tick(home: Path, now: str) -> str:
     last = (out.stdout.splitlines() or [""])[-1]
     assert last.startswith("PROBE 0 "), out.stdout + out.stderr
     return last.split()[-1]
-
-
-def age(home: Path) -> None:
-    """As test_cache.age: as if the last tick had read the files 10 s earlier (not racy)."""
-    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
-    db.execute("BEGIN IMMEDIATE")
-    sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
-    db.execute("UPDATE task_cache SET read_ns = read_ns + 10000000000")
-    if sealed is not None:  # the triggers unseal on any change; only save() may seal
-        db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
-    db.execute("COMMIT")
-    db.close()
 
 
 def test_a_home_with_a_chain_is_idle_until_an_upstream_finishes(home, write_task):

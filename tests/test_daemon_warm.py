@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, SCHEDULER, run_cli
+from conftest import age_cache as age
 
 T0 = "2026-11-23T09:00:00+00:00"
 T1 = "2026-11-23T09:01:00+00:00"
@@ -167,18 +168,6 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS")
-
-
-def age(home: Path) -> None:
-    """As test_cache.age: as if the last tick had read the files 10 s earlier (not racy)."""
-    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
-    db.execute("BEGIN IMMEDIATE")
-    sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
-    db.execute("UPDATE task_cache SET read_ns = read_ns + 10000000000")
-    if sealed is not None:  # the triggers unseal on any change; only save() may seal
-        db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
-    db.execute("COMMIT")
-    db.close()
 
 
 @pytest.mark.slow

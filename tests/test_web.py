@@ -14,16 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import SCHEDULER, run_cli
-from web_server import start_web
+from web_server import server_fixture, start_web  # noqa: F401  (the `server` fixture)
 
 XSS = "<script>alert(1)</script>"
-
-
-@pytest.fixture
-def server(home):
-    s = start_web(home)
-    yield s
-    s.stop()
 
 
 @pytest.fixture

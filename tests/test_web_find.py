@@ -12,25 +12,10 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
 from conftest import SCHEDULER
 from test_web_browser import browser  # noqa: F401  (fixture: Playwright's Chromium)
 from test_web_live import login, until
-from web_server import start_web
-
-
-@pytest.fixture
-def server(home):
-    s = start_web(home)
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def client(server):
-    with httpx.Client(base_url=server.base, timeout=30,
-                      headers={"Authorization": f"Bearer {server.token}"}) as c:
-        yield c
+from web_server import bearer_client_fixture, server_fixture, start_web  # noqa: F401  (fixtures `server`, `client`)
 
 
 def ids(html: str) -> list[str]:

@@ -10,16 +10,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import httpx
-import pytest
 from conftest import SCHEDULER, render_task
+from test_web import wait_for
 from test_web_browser import browser  # noqa: F401  (fixture: Playwright's Chromium)
-from web_server import start_web
+from web_server import bearer_client_fixture, server_fixture, start_web  # noqa: F401  (fixtures `server`, `client`)
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 
@@ -42,33 +41,11 @@ def until(page, js: str, timeout: float = 30) -> None:
     wait_for(lambda: page.evaluate(js), timeout)
 
 
-def wait_for(check, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.1)
 
 
 def running_run(client: httpx.Client, task_id: str) -> dict:
     return wait_for(lambda: next((r for r in client.get(f"/api/tasks/{task_id}").json()["runs"]
                                   if r["status"] == "running"), None))
-
-
-@pytest.fixture
-def server(home):
-    s = start_web(home)
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def client(server):
-    with httpx.Client(base_url=server.base, timeout=30,
-                      headers={"Authorization": f"Bearer {server.token}"}) as c:
-        yield c
 
 
 def alive(pid: int) -> bool:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from conftest import SCHEDULER
 
 
@@ -86,3 +87,20 @@ def start_web(home: Path, *extra: str, token_file: Path | None = None,
                 raise AssertionError("web server did not start") from None
             time.sleep(0.05)
     return server
+
+
+@pytest.fixture(name="server")
+def server_fixture(home):
+    """The real `scheduler.py web` on the test's home, stopped after the test."""
+    s = start_web(home)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(name="client")
+def bearer_client_fixture(server):
+    """An httpx client of `server` with the token, as a script would call the API."""
+    import httpx
+
+    with httpx.Client(base_url=server.base, timeout=30, headers=server.bearer()) as c:
+        yield c

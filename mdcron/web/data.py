@@ -285,15 +285,22 @@ def _holders_of(config: Config, uses: tuple[str, ...] | list[str]) -> dict[str, 
     return {name: held.get(name, []) for name in uses}
 
 
+def _run_row(config: Config, run_id: int) -> dict:
+    """The run's row; NotFound (a 404) when there is none."""
+    row = None
+    if config.state_exists:
+        with state_store(config) as store:
+            row = store.run(run_id)
+    if row is None:
+        raise NotFound(f"no run {run_id}")
+    return row
+
+
 def run_view(config: Config, run_id: int) -> dict:
     from .logread import read_chunk
 
-    if not config.state_exists:
-        raise NotFound(f"no run {run_id}")
+    row = _run_row(config, run_id)
     with state_store(config) as store:
-        row = store.run(run_id)
-        if row is None:
-            raise NotFound(f"no run {run_id}")
         ladder_rows = store.slot_rows(str(row["task_id"]), float(row["scheduled_for"]))
         prev_id, next_id = store.neighbour_runs(str(row["task_id"]), run_id)
     running = row["status"] == "running"
@@ -318,12 +325,7 @@ def run_log_bytes(config: Config, run_id: int) -> bytes:
     the state kept. Read like the page reads it: only a regular file inside the logs folder."""
     from .logread import read_tail_bytes
 
-    if not config.state_exists:
-        raise NotFound(f"no run {run_id}")
-    with state_store(config) as store:
-        row = store.run(run_id)
-    if row is None:
-        raise NotFound(f"no run {run_id}")
+    row = _run_row(config, run_id)
     path = row.get("log_path")
     body = read_tail_bytes(str(path), config.logs_dir, LOG_FILE_MAX) if path else None
     if body is None:
