@@ -59,12 +59,14 @@ def report(statuses: dict[str, str], equivalent: set[str]) -> int:
             per[module]["equivalent"] += 1
         elif status in KILLED:
             per[module]["killed"] += 1
-        elif status == "skipped":
-            per[module]["skipped"] += 1
+        elif status in ("skipped", "not checked"):
+            per[module][status] += 1  # not judged (yet): a run cut short leaves these
         else:
             per[module]["alive"] += 1
+            per[module]["no tests"] += status == "no tests"
             survivors[module].append(f"{name} ({status})")
-    print(f"{'module':<34} {'killed':>7} {'alive':>6} {'equiv':>6} {'score':>7}")
+    print(f"{'module':<34} {'killed':>7} {'alive':>6} {'(none)':>6} {'equiv':>6}"
+          f" {'unrun':>6} {'score':>7}")
     below = 0
     for module in sorted(per):
         c = per[module]
@@ -72,8 +74,10 @@ def report(statuses: dict[str, str], equivalent: set[str]) -> int:
         score = c["killed"] / judged if judged else 1.0
         below += score < GOAL
         mark = "" if score >= GOAL else "  < 90 %"
-        print(f"{module:<34} {c['killed']:>7} {c['alive']:>6} {c['equivalent']:>6}"
-              f" {score:>6.1%}{mark}")
+        print(f"{module:<34} {c['killed']:>7} {c['alive']:>6} {c['no tests']:>6}"
+              f" {c['equivalent']:>6} {c['not checked'] + c['skipped']:>6} {score:>6.1%}{mark}")
+    print("(none): alive because no test reached the function in-process (a subprocess's"
+          " calls are not seen by mutmut's stats); unrun: not checked yet")
     total = sum(c["killed"] for c in per.values()), sum(c["alive"] for c in per.values())
     if sum(total):
         print(f"{'all':<34} {total[0]:>7} {total[1]:>6} {'':>6} {total[0] / sum(total):>6.1%}")
