@@ -32,6 +32,31 @@ settings.register_profile("explore", deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
 
+# Issue 28: while mutmut collects which tests reach which function, the calls made in
+# subprocesses (the real CLI) count too (tools/mutmut_site/sitecustomize.py).
+_MUTMUT_HITS = None
+if os.environ.get("MUTANT_UNDER_TEST") == "stats":
+    import tempfile
+
+    _MUTMUT_HITS = tempfile.mkdtemp(prefix="mdcron-mutmut-hits-")
+    os.environ["MUTMUT_MDCRON_HITS"] = _MUTMUT_HITS
+    _site = str(Path(__file__).resolve().parent.parent / "tools" / "mutmut_site")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [_site, *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """Hand the functions this test's subprocesses called to mutmut's stats (see above)."""
+    if _MUTMUT_HITS is None:
+        return
+    from mutmut.state import state
+
+    for hits in Path(_MUTMUT_HITS).glob("*.hits"):
+        state()._stats.update(hits.read_text(encoding="utf-8").split())
+        hits.unlink()
+
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
