@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import pty
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -254,3 +255,11 @@ def test_bash_completion_offers_commands_options_and_ids(realistic):
         "only-here"]
     zsh = run_cli(realistic, "completion", "zsh").stdout
     assert zsh.startswith("#compdef") and "compdef _mdcron" in zsh
+
+
+def test_next_says_how_far_each_fire_is(home, write_task):
+    write_task("soon", schedule="*/5 * * * *", command="true")
+    lines = run_cli(home, "next", "soon", "-n", "3").stdout.splitlines()
+    assert len(lines) == 3 and all(re.search(r"\(in \d+ (s|min)\)$", x) for x in lines), lines
+    past = run_cli(home, "next", "0 6 * * *", "-n", "1", "--after", "2020-01-01T00:00:00+00:00")
+    assert re.search(r"\(\d+ .* ago\)$", past.stdout.strip()), past.stdout

@@ -380,9 +380,13 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
     if args.json:
         print_json([(f + offset).isoformat() for f in fires])
     else:
+        from .timefmt import relative  # lazy: only for `next`
+
+        ref = clock_from(None).now()  # "in 4 min" is from the real now, as `list` says it
         for f in fires:
             start = f" → starts {f + offset:%H:%M:%S} (jitter)" if offset else ""
-            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)") + start)
+            print(f.strftime("%Y-%m-%d %H:%M %Z (%a)") + start
+                  + f"  ({relative((f + offset).timestamp(), ref)})")
         if not fires:
             print("no further fire times")
     return OK
