@@ -69,13 +69,17 @@ def test_a_task_file_that_cannot_take_the_suspension_is_held_in_the_state(home, 
         sent = [r.json for r in http_sink.requests if r.path == "/hook"]
         assert len(sent) == 1, sent
         assert "SUSPENDED" in sent[0]["title"]
-        assert ("could not write tasks/flaky.md" in sent[0]["message"]
+        why = {immutable: "read-only: immutable", read_only_mount: "read-only filesystem"}[lock]
+        assert (f"could not write tasks/flaky.md ({why})" in sent[0]["message"]
                 and "recorded in the state" in sent[0]["message"]
                 and "`scheduler.py enable flaky` lifts it" in sent[0]["message"]), sent[0]
         listed = json.loads(run_cli(home, "list", "--json").stdout)
         [row] = [r for r in listed if r["id"] == "flaky"]
         assert row["enabled"] is False and "held in the state" in row["disabled_reason"]
-        assert "held in the state" in run_cli(home, "show", "flaky").stdout
+        shown = run_cli(home, "show", "flaky").stdout
+        assert ("suspended since 2026-11-23 10:00 UTC, held in the state: tasks/flaky.md could"
+                f" not be written ({why}); `scheduler.py enable flaky` lifts it") in " ".join(
+                    shown.split()), shown
         assert any(line.startswith("warn task flaky") and "held in the state" in line
                    for line in doctor(home).stdout.splitlines())
         enabled = run_cli(home, "enable", "flaky")
