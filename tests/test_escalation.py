@@ -50,3 +50,28 @@ def test_deadline_stops_the_ladder():
 def test_budget():
     assert ladder_budget(60, retry=False, healing=False) == 60
     assert ladder_budget(60, retry=True, healing=True) == 60 * 6
+
+
+def test_the_budget_adds_the_reruns_delays():
+    assert ladder_budget(60, retry=3, healing=False, delays=45) == 60 * 4 + 45
+    assert ladder_budget(60, retry=2, healing=True, delays=10) == 60 * 7 + 10
+
+
+def reason(**kw) -> str:
+    kw.setdefault("last_ok", False)
+    kw.setdefault("retry_allowed", False)
+    return next_step(LadderState(**kw))[1]
+
+
+def test_each_decision_says_why_in_the_words_history_and_alerts_show():
+    assert reason(last_ok=True) == "succeeded"
+    assert reason(on_probation=True) == "failed again while on probation after a heal"
+    assert reason(heals=1, deadline_passed=True) == (
+        "the ladder's deadline passed before the task recovered")
+    assert reason(failures_in_a_row=3, max_consecutive=3) == "failed 3 ticks in a row"
+    assert reason(failures_in_a_row=1, max_consecutive=3) == (
+        "failed (1 of 3 in a row before suspension); the next fire tries again")
+    assert reason(heals=2, heal_available=True) == "still failing after 2 heal(s)"
+    assert reason(heal_available=True) == "still failing; self-heal 1"
+    assert reason(retry_allowed=1) == "failed; retrying once"
+    assert reason(retry_allowed=3, retried=1) == "failed; retry 2 of 3"
