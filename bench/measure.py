@@ -246,16 +246,10 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def judge_time(row: Row, goal_ms: float, goal_n: int) -> None:
-    med = row.median
     if row.n != goal_n:
         row.verdict = f"— (goal is for N={goal_n:,})"
         return
-    if med is None:
-        row.verdict = "no data"
-    elif med <= goal_ms:
-        row.verdict = "meets"
-    else:
-        row.verdict = f"misses by {med - goal_ms:.0f} ms ({med / goal_ms:.1f}× goal)"
+    judge_goal(row, goal_ms)
 
 
 def judge_goal(row: Row, goal_ms: float) -> None:

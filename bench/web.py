@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
 from gen_tasks import write_tasks  # noqa: E402
+from scale import fill_runs  # noqa: E402
 
 REPEAT = 25
 
@@ -61,19 +61,6 @@ def _median_ms(client, path: str) -> float:
         times.append((time.perf_counter() - t) * 1000)
         r.raise_for_status()
     return statistics.median(times)
-
-
-def _fill_runs(db_path: Path, n: int, tasks: int) -> None:
-    db = sqlite3.connect(db_path)
-    now = time.time()
-    rows = ((f"task-{i % tasks:05d}", now - (n - i) * 60, "schedule", 1, "run",
-             "success" if i % 17 else "failed", now - (n - i) * 60, now - (n - i) * 60 + 1,
-             1000, 0 if i % 17 else 1) for i in range(n))
-    db.executemany("INSERT INTO runs(task_id, scheduled_for, trigger, attempt, kind, status,"
-                   " started_at, finished_at, duration_ms, exit_code) VALUES"
-                   " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-    db.commit()
-    db.close()
 
 
 def _rss_mib(pid: int) -> tuple[float, float]:
@@ -157,7 +144,7 @@ def web_rows(tasks: int = 1000, runs: int = 100_000) -> list[dict]:
         subprocess.run([sys.executable, str(REPO / "scheduler.py"), "--home", str(home), "tick"],
                        check=False,
                        stdout=subprocess.DEVNULL, env={**os.environ, "MDCRON_HOME": str(home)})
-        _fill_runs(home / "state" / "mdcron.db", runs, tasks)
+        fill_runs(home / "state" / "mdcron.db", runs, tasks)
         proc, base, token = _start(home)
         try:
             with httpx.Client(base_url=base, timeout=60,

@@ -27,15 +27,9 @@ from ..state.store import state_store
 from ..tasks.task import DISABLED_REASONS
 from . import data
 from .app import MAX_COMMENT
+from .pages import config_or_409 as _config
 from .pages import int_param, task_id, task_page
 from .times import until_instant
-
-
-def _config(web):
-    config, notes = data.config_or_problems(web.home)
-    if config is None:
-        raise HTTPException(409, "the config has problems: " + "; ".join(notes))
-    return config
 
 
 def _back(request: Request, target: str) -> Response:

@@ -285,7 +285,7 @@ def _holders_of(config: Config, uses: tuple[str, ...] | list[str]) -> dict[str, 
     return {name: held.get(name, []) for name in uses}
 
 
-def _run_row(config: Config, run_id: int) -> dict:
+def run_row(config: Config, run_id: int) -> dict:
     """The run's row; NotFound (a 404) when there is none."""
     row = None
     if config.state_exists:
@@ -299,7 +299,7 @@ def _run_row(config: Config, run_id: int) -> dict:
 def run_view(config: Config, run_id: int) -> dict:
     from .logread import read_chunk
 
-    row = _run_row(config, run_id)
+    row = run_row(config, run_id)
     with state_store(config) as store:
         ladder_rows = store.slot_rows(str(row["task_id"]), float(row["scheduled_for"]))
         prev_id, next_id = store.neighbour_runs(str(row["task_id"]), run_id)
@@ -325,7 +325,7 @@ def run_log_bytes(config: Config, run_id: int) -> bytes:
     the state kept. Read like the page reads it: only a regular file inside the logs folder."""
     from .logread import read_tail_bytes
 
-    row = _run_row(config, run_id)
+    row = run_row(config, run_id)
     path = row.get("log_path")
     body = read_tail_bytes(str(path), config.logs_dir, LOG_FILE_MAX) if path else None
     if body is None:

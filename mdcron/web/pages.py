@@ -42,6 +42,14 @@ def int_param(value: str | None, name: str) -> int | None:
     return int(value)
 
 
+def config_or_409(web):
+    """The config for an action or an API read; 409 naming its problems when it has some."""
+    config, notes = data.config_or_problems(web.home)
+    if config is None:
+        raise HTTPException(409, "the config has problems: " + "; ".join(notes))
+    return config
+
+
 def config_or_page(web, request: Request):
     """(config, warnings), or a page that shows why the config cannot be used."""
     config, notes = data.config_or_problems(web.home)

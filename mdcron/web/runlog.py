@@ -15,27 +15,17 @@ from starlette.routing import Route
 
 from ..cli.audit import record_action
 from ..settings.config import Config
-from ..state.store import state_store
 from . import data
 from .logread import read_chunk
+from .pages import config_or_409 as _config
 from .pages import int_param
 
 
-def _config(web) -> Config:
-    config, notes = data.config_or_problems(web.home)
-    if config is None:
-        raise HTTPException(409, "the config has problems: " + "; ".join(notes))
-    return config
-
-
 def _row(config: Config, run_id: int) -> dict:
-    row = None
-    if config.state_exists:
-        with state_store(config) as store:
-            row = store.run(run_id)
-    if row is None:
-        raise HTTPException(404, f"no run {run_id}")
-    return row
+    try:
+        return data.run_row(config, run_id)
+    except data.NotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
 
 
 def log_since(config: Config, run_id: int, offset: int | None) -> dict:
