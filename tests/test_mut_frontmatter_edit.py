@@ -405,3 +405,186 @@ def test_write_atomic_unless_changed_leaves_a_newer_save(tmp_path: Path) -> None
     with pytest.raises(FileNotFoundError):  # nothing there to compare with
         write_atomic(gone, "ours", unless_changed=b"")
     assert not gone.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]
+
+
+# ---------------------------------------------------------------- edges the first pass missed
+
+
+@pytest.mark.parametrize(("line", "new"), [
+    ('x: "a\\" # b" # c', "x: 2 # c"),  # an escaped quote does not close the string
+    ('x: "a\\\\" # c', "x: 2 # c"),  # an escaped backslash is one character
+    ("x: 'a''' # c", "x: 2 # c"),  # '' then the closing quote
+    ('x: X"a # b', "x: 2 # b"),  # a quote inside a word opens nothing
+    ("x: a# b", "x: 2"),  # a # glued to the word before it is text
+    ("x: aX#b # c", "x: 2 # c"),
+    ("x: a\u3000 # c", "x: 2 # c"),  # an odd space is the old value's, not the gap's
+    ("x: aX # c", "x: 2 # c"),
+])
+def test_where_a_comment_starts(line: str, new: str) -> None:
+    text = f"---\nid: t\n{line}\n---\n"
+    assert set_keys(text, {"x": 2}) == f"---\nid: t\n{new}\n---\n"
+
+
+def test_only_blanks_tabs_and_line_ends_may_follow_a_delimiter() -> None:
+    for odd in ("---X", "---XX \t", "---\x0c", "---\u00a0", "X---"):
+        lines = split_lines(f"---\nid: t\n{odd}\n---\n")
+        assert find_frontmatter(lines) == (0, 3), odd
+    with pytest.raises(EditError, match="^no frontmatter"):
+        find_frontmatter(split_lines("X---\nid: t\n---\n"))
+    with pytest.raises(EditError, match="^no frontmatter"):
+        find_frontmatter(split_lines("XX---\nid: t\n---\n"))
+
+
+def test_key_lines_looks_only_between_start_and_stop() -> None:
+    lines = split_lines("a: 1\nb: 2\nc: 3\nd: 4\n")
+    assert [k.key for k in key_lines(lines, 1, 3)] == ["b", "c"]
+    assert key_lines(lines, 1, 3)[-1] == KeyLine("c", 2, 3, "c:")
+
+
+def test_a_key_line_in_the_body_is_not_the_frontmatters() -> None:
+    text = "---\nid: t\nenabled: true\n---\nbody\nenabled: yes"
+    assert set_keys(text, {"enabled": False}) == (
+        "---\nid: t\nenabled: false\n---\nbody\nenabled: yes")
+
+
+@pytest.mark.parametrize("key", ['""', "''"])
+def test_an_empty_quoted_key_is_the_empty_name(key: str) -> None:
+    text = f"---\nid: t\n{key}: 1\n---\n"
+    assert [k.key for k in key_lines(split_lines(text), 1, 3)] == ["id", ""]
+    assert set_keys(text, {"": 2}) == f"---\nid: t\n{key}: 2\n---\n"
+
+
+def test_quoted_strings_keep_unicode_and_stay_on_one_line() -> None:
+    assert render_value(" café") == '" café"'
+    long = "a: " + "word " * 40 + "end"
+    assert render_value(long) == f'"{long}"'
+    assert set_keys("---\nid: t\n---\n", {"title": long}) == f'---\nid: t\ntitle: "{long}"\n---\n'
+
+
+def test_flow_items_quote_only_for_flow_characters() -> None:
+    assert render_value(["Xy", "aXb"]) == "[Xy, aXb]"
+    assert render_value({"X": "X"}) == "{X: X}"
+
+
+def test_with_root_a_symlinked_folder_on_the_way_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    text = "---\nid: t\nenabled: true\n---\n"
+    (elsewhere / "t.md").write_text(text)
+    (home / "tasks").symlink_to(elsewhere)
+    with pytest.raises(EditError, match="^not editing it: .*symlink"):
+        edit_task_file(home / "tasks" / "t.md", {"enabled": False}, root=home)
+    assert (elsewhere / "t.md").read_text() == text
+
+
+def test_with_root_a_link_to_another_task_file_is_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "tasks").mkdir(parents=True)
+    other = home / "tasks" / "other.md"
+    text = "---\nid: other\nenabled: true\n---\n"
+    other.write_text(text)
+    (home / "tasks" / "t.md").symlink_to(other)
+    with pytest.raises(EditError, match="^not editing it: .*symlink"):
+        edit_task_file(home / "tasks" / "t.md", {"enabled": False}, root=home)
+    assert other.read_text() == text and (home / "tasks" / "t.md").is_symlink()
+
+
+def test_write_atomic_with_root_refuses_a_path_outside_it(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    outside = tmp_path / "outside.md"
+    outside.write_text("keep")
+    with pytest.raises(OSError, match="outside"):
+        write_atomic(outside, "new", root=home)
+    assert outside.read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "outside.md"]
+
+
+def test_a_file_that_never_stops_changing_is_given_up_on() -> None:
+    # /proc/self/io counts the bytes this process has read: it differs at every read, as a file
+    # an editor keeps saving would. It never parses, and it is never read the same twice.
+    path = Path(f"/proc/{os.getpid()}/io")
+    if not path.exists():
+        pytest.skip("needs Linux /proc/<pid>/io")
+    with pytest.raises(EditError) as info:
+        edit_task_file(path, {"enabled": False})
+    assert str(info.value) == f"{path} keeps changing while we edit it; try again"
+
+
+def test_the_exchange_names_the_file_it_could_not_swap(tmp_path: Path) -> None:
+    (tmp_path / "t.md").write_text("x")
+    with pytest.raises(FileNotFoundError) as info:
+        write_atomic(tmp_path / "gone.md", "ours", unless_changed=b"")
+    assert str(info.value) == "[Errno 2] No such file or directory: 'gone.md'"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.md"]
+
+
+# A kernel or filesystem without renameat2's RENAME_EXCHANGE (older kernels, some FUSE and
+# network filesystems, sandboxes) answers EINVAL. A seccomp filter gives a real child process
+# exactly that answer, so the editor's fallback (compare, then rename) runs for real.
+_RENAMEAT2 = {"x86_64": (0xC000003E, 316), "aarch64": (0xC00000B7, 276)}
+_NO_EXCHANGE = r"""
+import ctypes, os, platform, struct, sys
+from pathlib import Path
+audit_arch, nr = {arch}[platform.machine()]
+def insn(code, jt, jf, k):
+    return struct.pack("HBBI", code, jt, jf, k)
+EINVAL, RENAME_EXCHANGE = 22, 2
+prog = b"".join([
+    insn(0x20, 0, 0, 4),                    # A = arch
+    insn(0x15, 0, 5, audit_arch),           # not ours: allow
+    insn(0x20, 0, 0, 0),                    # A = syscall number
+    insn(0x15, 0, 3, nr),                   # not renameat2: allow
+    insn(0x20, 0, 0, 48),                   # A = low word of the flags argument
+    insn(0x45, 0, 1, RENAME_EXCHANGE),      # flags & RENAME_EXCHANGE?
+    insn(0x06, 0, 0, 0x00050000 | EINVAL),  # yes: EINVAL, as a filesystem without it
+    insn(0x06, 0, 0, 0x7FFF0000),           # allow
+])
+buf = ctypes.create_string_buffer(prog)
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fprog = Fprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP filter
+
+from mdcron.tasks.frontmatter_edit import edit_task_file, write_atomic
+folder = Path(sys.argv[1])
+path = folder / "t.md"
+path.write_text("---\nid: t\nenabled: true  # kept\n---\nbody\n")
+(folder / "a").write_text("a")
+swap = libc.renameat2(-100, str(folder / "a").encode(), -100, str(path).encode(), 2)
+print(swap, ctypes.get_errno(), path.read_text()[:3])  # the exchange is refused here
+(folder / "a").unlink()
+wanted = "---\nid: t\nenabled: false  # kept\n---\nbody\n"
+print(edit_task_file(path, {{"enabled": False}}) == wanted, path.read_text() == wanted)
+print(write_atomic(path, "ours", unless_changed=b"an older read"), path.read_text()[:3])
+print(write_atomic(path, "ours", unless_changed=path.read_bytes()), path.read_text())
+print(sorted(p.name for p in folder.iterdir()))
+"""
+
+
+def test_without_an_atomic_exchange_the_editor_compares_then_renames(tmp_path: Path) -> None:
+    import platform
+    import subprocess
+    import sys
+
+    if platform.machine() not in _RENAMEAT2:
+        pytest.skip(f"the seccomp filter knows renameat2's number on {list(_RENAMEAT2)} only")
+    code = _NO_EXCHANGE.format(arch=_RENAMEAT2)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "-1 22 ---", "True True", "False ---", "True ours", "['t.md']"]
+
+
+def test_a_file_in_the_way_of_the_folder_is_named(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("a file, not a folder")
+    with pytest.raises(NotADirectoryError) as info:
+        write_atomic(tmp_path / "notes" / "t.md", "x")
+    assert str(info.value) == f"[Errno 20] Not a directory: '{tmp_path / 'notes'}'"
+    assert (tmp_path / "notes").read_text() == "a file, not a folder"
