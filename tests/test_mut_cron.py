@@ -492,3 +492,51 @@ def test_decide_on_a_one_shot() -> None:
     assert d.reason == "due: fire at 2026-05-04 06:00 SAST"
     d = decide(once, now=SLOT + HOUR, last_slot=SLOT, not_before=None, catchup=math.inf)
     assert d.action == "wait"
+
+
+# ---------------------------------------------------------------- found by the mutation run
+
+
+def test_asked_from_inside_the_second_pass_the_first_pass_fire_is_the_latest() -> None:
+    s = parse_schedule("50 3 * * *", RIGA)  # fixed time: the first pass only
+    second_pass_0320 = utc(2026, 10, 25, 1, 20)  # 03:20 EET, after 03:50 EEST (00:50Z)
+    assert second_pass_0320.astimezone(RIGA).fold == 1
+    assert s.latest_at_or_before(second_pass_0320) == utc(2026, 10, 25, 0, 50)
+    assert s.next_after(second_pass_0320) == utc(2026, 10, 26, 1, 50)
+
+
+def test_a_date_that_does_not_exist_is_a_bad_at() -> None:
+    for expr in ("@at 2026-13-01T09:00", "@at 2026-02-30 09:00", "@at 2026-12-01T25:00"):
+        assert error(expr) == (f"bad schedule {expr!r}: expected an ISO date-time like "
+                               "'@at 2026-12-01T09:00' (optionally with an offset like +02:00)")
+
+
+def test_fires_come_out_in_utc_whatever_the_form() -> None:
+    start = utc(2026, 1, 1)
+    for expr in ("@at 2026-12-01T09:00+05:00", "@at 2026-12-01T09:00", "0 6 * * *",
+                 "@every 1h"):
+        s = parse_schedule(expr, RIGA)
+        for fire in (s.next_after(start), s.latest_at_or_before(utc(2027, 1, 1))):
+            assert fire is not None and fire.tzinfo is UTC, expr
+
+
+@pytest.mark.parametrize("system_zone", ["Africa/Lagos", "UTC", "America/New_York"])
+def test_schedule_maths_does_not_depend_on_the_machines_zone(monkeypatch: pytest.MonkeyPatch,
+                                                             system_zone: str) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", system_zone)
+    time.tzset()
+    try:
+        london = ZoneInfo("Europe/London")  # back from BST (+1) to GMT at 01:00Z 2026-10-25
+        s = parse_schedule("*/30 1 * * *", london)
+        inside_first_pass = utc(2026, 10, 25, 0, 40)  # 01:40 BST
+        assert s.next_after(inside_first_pass) == utc(2026, 10, 25, 1, 0)  # 01:00 GMT
+        assert s.latest_at_or_before(inside_first_pass) == utc(2026, 10, 25, 0, 30)
+        d = decide(parse_schedule("0 6 * * *", JNB), now=SLOT + HOUR, last_slot=SLOT,
+                   not_before=None, catchup=0)
+        assert d.reason == ("not due: last slot 2026-05-04 06:00 SAST, next fire 2026-05-05 "
+                            "06:00 SAST")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
