@@ -4,6 +4,7 @@ and when the period's skip has already been said (recorded once, not every minut
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -85,3 +86,35 @@ def test_the_periods_skip_is_said_once_after_the_success():
     assert not said_before(slot, success, slot)
     assert said_before(slot, success, success + 0.001)
     assert said_before(slot, success, slot - 0.001)
+
+
+def statuses(home, task_id):
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    got = [(row[0], row[1]) for row in db.execute(
+        "SELECT status, scheduled_for FROM runs WHERE task_id = ? ORDER BY id", (task_id,))]
+    db.close()
+    return got
+
+
+def test_only_once_per_tasks_are_skipped_after_a_success(home, write_task, cli):
+    """A plain task beside a once-a-day one runs at every slot, success or not."""
+    write_task("plain", schedule="* * * * *", timezone="UTC", command="true")
+    write_task("daily", schedule="* * * * *", timezone="UTC", once_per="day", command="true")
+    assert cli("tick", "--now", "2026-11-23T05:59:00+00:00").returncode == 0  # first seen
+    for minute in range(3):
+        done = cli("tick", "--now", f"2026-11-23T06:0{minute}:00+00:00")
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert [s for s, _ in statuses(home, "plain")] == ["success"] * 4
+    assert [s for s, _ in statuses(home, "daily")] == ["success", "skipped"]
+
+
+def test_the_period_is_the_configs_zone_when_the_task_names_none(home, write_task, cli):
+    """23:00 in Tokyo (the config's zone) succeeded; the next hour is a new day there, though
+    it is the same day in UTC (and on this machine's clock)."""
+    (home / "scheduler.yaml").write_text("timezone: Asia/Tokyo\n")
+    write_task("fetch", schedule="0 * * * *", once_per="day", command="true")
+    assert cli("tick", "--now", "2026-11-23T13:30:00+00:00").returncode == 0  # first seen
+    for hour in (14, 15, 16):  # 23:00, 00:00, 01:00 in Tokyo
+        done = cli("tick", "--now", f"2026-11-23T{hour}:00:00+00:00")
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert [s for s, _ in statuses(home, "fetch")] == ["success", "success", "skipped"]
