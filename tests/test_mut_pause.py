@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
+from conftest import REPO
 
 from mdcron.core.safe_fs import UnsafePath
 from mdcron.schedule.pause import (
@@ -132,7 +135,8 @@ def test_pauses_keeps_only_entries_with_a_numeric_until(home):
     assert pauses(str(home)) == {"c": {"until": 9.0, "path": "/t/c.md"}}
 
 
-def test_the_idle_tick_hands_over_for_maintenance_or_a_pause_that_is_over(home):
+def test_the_fast_path_hands_over_for_maintenance_or_a_pause_that_is_over(home):
+    """(Not named after the idle tick: mutmut's run leaves such tests out.)"""
     now = 1_800_000_000.0
     assert not idle_blocked(str(home), now)  # no state folder: idle
     set_pause(str(home), "a", now + 60, "/t/a.md")
@@ -147,3 +151,31 @@ def test_the_idle_tick_hands_over_for_maintenance_or_a_pause_that_is_over(home):
     end_maintenance(str(home))
     marker(home, "paused_until.json").write_text("not json")
     assert not idle_blocked(str(home), now)  # an unreadable pause file has nothing due
+
+
+def test_a_home_reached_through_a_symlinked_folder_keeps_its_markers(tmp_path):
+    """Only the home's own tree is walked without following symlinks: a home under a symlinked
+    folder (/home -> /data/home, say) pauses and resumes as any other."""
+    (tmp_path / "real" / "home").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    home = str(tmp_path / "link" / "home")
+    start_maintenance(home, "s", "ann")
+    assert maintenance(home) == {"since": "s", "by": "ann"}
+    assert end_maintenance(home) is True
+    set_pause(home, "a", 5.0, "/t/a.md")
+    assert pauses(home) == {"a": {"until": 5.0, "path": "/t/a.md"}}
+    assert idle_blocked(home, 5.0)
+    assert (tmp_path / "real" / "home" / "state" / "paused_until.json").exists()
+
+
+def test_pause_check_with_no_pause_file_imports_no_json(home):
+    """The idle tick's check is two stats when neither marker is there, even with a state
+    folder: json (and re) stay unloaded (README: the idle tick stays cheap). (Named with
+    "import": mutmut's trampolines load json, so its runs leave this test out.)"""
+    (home / "state").mkdir()
+    code = ("import sys; from mdcron.schedule.pause import idle_blocked;"
+            f" print(idle_blocked({str(home)!r}, 1e10), 'json' in sys.modules,"
+            " 're' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.split() == ["False", "False", "False"], out.stdout + out.stderr
