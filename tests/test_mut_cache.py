@@ -151,3 +151,106 @@ def test_a_state_row_out_of_range_is_one_problem_and_the_others_run(home, write_
     assert ("); this tick skips it; fix: check its schedule and its state (`why x`)"
             in tick.stderr), tick.stderr
     assert runs(home, "y") == ["success", "success"] and runs(home, "x") == ["success"]
+
+
+def test_a_view_loaded_ahead_of_its_minute_sees_what_changed_before_the_go(home, write_task):
+    """The daemon's held tick (cli/warm.py) loads the files ahead of the minute and refreshes
+    them at the go: edits, new, removed and broken files and a moved outside path all count,
+    exactly as a cold tick at that minute would see them (the oracle: tests/test_cache.py)."""
+    from test_cache import T0, checked_tick
+
+    from mdcron.schedule.cache import load
+    from mdcron.settings.config import load_config
+
+    (home / "work").mkdir()
+    write_task("edit", schedule="0 0 1 1 *", timezone="UTC", command="true")
+    write_task("same", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("gone", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("breaks", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("cwd", schedule="0 0 1 1 *", timezone="UTC", command="true", cwd="work")
+    checked_tick(home, T0)  # first seen at 09:00; ages the rows
+    config, _ = load_config(home)
+    view = load(config)  # ahead of 09:05
+    write_task("edit", schedule="*/5 * * * *", timezone="UTC", command="true",
+               title="now every five minutes")
+    write_task("new", schedule="*/5 * * * *", timezone="UTC", command="true")
+    (home / "tasks" / "gone.md").unlink()
+    (home / "tasks" / "breaks.md").write_text("---\nid: breaks\nschedule: '* *'\n---\n")
+    (home / "work").rmdir()
+    view.refresh()
+    report = checked_tick(home, T0.replace(minute=5), view=view)
+    assert sorted(p.task.id for p in report.planned) == ["edit", "new", "same"]
+    assert {(p.path.name, p.severity) for p in report.problems} >= {
+        ("breaks.md", "error"), ("cwd.md", "warning")}
+
+
+def test_validate_reads_every_file_and_leaves_the_state_folder_untouched(home, write_task, cli):
+    """`validate` (and the other commands on the whole task set) read the files themselves:
+    not even a read-only look at the cache, which would leave -wal/-shm files behind."""
+    write_task("x", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("y", schedule="*/5 * * * *", timezone="UTC", command="true")
+    warm(home, cli)
+    state = home / "state"
+    before = (sorted(os.listdir(state)), state.stat().st_mtime_ns)
+    out = cli("validate")
+    assert (out.returncode, out.stdout) == (0, "2 valid task(s), 0 error(s), 0 warning(s)\n")
+    assert (sorted(os.listdir(state)), state.stat().st_mtime_ns) == before
+    (home / "tasks" / "y.md").write_text("---\nid: y\nschedule: '* *'\n---\n")
+    out = cli("validate")
+    assert out.returncode == 1 and "y.md" in out.stdout + out.stderr
+    assert out.stdout.startswith("1 valid task(s), "), out.stdout
+
+
+def test_many_tasks_through_a_warm_cache(home, write_task, cli):
+    """Past 50 tasks the cached rows are fetched in one query (issue 27): every task is still
+    listed as its file says, by `list`, `validate` and the tick."""
+    for i in range(60):
+        write_task(f"t{i:02d}", schedule=f"{i % 60} 6 * * *", timezone="UTC", command="true",
+                   title=f"task number {i}")
+    warm(home, cli)
+    rows = listed(cli)
+    assert len(rows) == 60
+    assert all(rows[f"t{i:02d}"]["title"] == f"task number {i}" for i in range(60))
+    assert rows["t07"]["next_fire"] == "2026-11-24T06:07:00+00:00"
+    out = cli("validate")
+    assert out.stdout == "60 valid task(s), 0 error(s), 0 warning(s)\n", out.stdout + out.stderr
+    done = cli("tick", "--now", "2026-11-24T06:07:00+00:00")
+    assert done.returncode == 0 and "t07: success" in done.stdout, done.stdout + done.stderr
+    assert runs(home, "t07") == ["success"] and runs(home, "t08") == []
+
+
+def dry_and_real(cli, now: str) -> tuple[list[str], list[str]]:
+    """(what `tick --dry-run` says would run, what the tick then ran) at the same instant."""
+    dry = cli("tick", "--dry-run", "--now", now)
+    assert dry.returncode in (0, 1), dry.stdout + dry.stderr
+    would = sorted(line.split(":")[0] for line in dry.stdout.splitlines() if ": would run" in line)
+    real = cli("tick", "--now", now)
+    assert real.returncode in (0, 1), real.stdout + real.stderr
+    ran = sorted(line.split("] ")[1].split(":")[0] for line in real.stdout.splitlines()
+                 if ": success" in line or ": failed" in line)
+    return would, ran
+
+
+def test_dry_run_says_what_the_tick_then_does_with_state(home, write_task, cli):
+    """`tick --dry-run` reads the states the tick would act on: a slot already run is not run
+    again, a missed one is, a disabled task is not, and where the clock went back (a state
+    stamped later than --now) it clears as the tick clears."""
+    write_task("five", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("daily", schedule="0 9 * * *", timezone="UTC", command="true")
+    assert dry_and_real(cli, "2026-11-23T08:59:00+00:00") == ([], [])  # first seen
+    assert dry_and_real(cli, "2026-11-23T09:00:00+00:00") == (["daily", "five"],
+                                                               ["daily", "five"])
+    age(home)
+    assert dry_and_real(cli, "2026-11-23T09:00:30+00:00") == ([], [])  # already run
+    assert dry_and_real(cli, "2026-11-23T09:07:00+00:00") == (["five"], ["five"])  # 09:05 late
+    age(home)
+    assert cli("disable", "five").returncode == 0
+    assert dry_and_real(cli, "2026-11-23T09:10:00+00:00") == ([], [])
+    assert cli("enable", "five").returncode == 0
+    age(home)
+    # enabled again at the real clock's minute, later than this --now: as the tick, the dry
+    # run clears that (the clock went back) and this minute's fire runs
+    assert dry_and_real(cli, "2026-11-23T09:15:00+00:00") == (["five"], ["five"])
+    # the clock went back a day: cleared as the tick clears it; this minute's fire runs
+    assert dry_and_real(cli, "2026-11-22T09:00:00+00:00") == (["daily", "five"],
+                                                               ["daily", "five"])
