@@ -254,3 +254,39 @@ def test_dry_run_says_what_the_tick_then_does_with_state(home, write_task, cli):
     # the clock went back a day: cleared as the tick clears it; this minute's fire runs
     assert dry_and_real(cli, "2026-11-22T09:00:00+00:00") == (["daily", "five"],
                                                                ["daily", "five"])
+
+
+def test_show_finds_one_task_before_and_after_the_state_exists(home, write_task, cli):
+    """`show` reads the files before any tick (no state database) and through the cache after:
+    the same task either way, and a duplicate id named with both its files either way."""
+    write_task("x", schedule="0 6 * * *", timezone="UTC", command="echo x")
+    write_task("twin", filename="a.md", schedule="0 6 * * *", timezone="UTC", command="true")
+    write_task("twin", filename="b.md", schedule="0 6 * * *", timezone="UTC", command="true")
+    for _ in range(2):
+        shown = cli("show", "x")
+        assert shown.returncode == 0 and "echo x" in shown.stdout, shown.stdout + shown.stderr
+        twin = cli("show", "twin")
+        assert twin.returncode == 2, twin.stdout + twin.stderr
+        assert (f"duplicate id 'twin' in {home / 'tasks' / 'a.md'}:2 and"
+                f" {home / 'tasks' / 'b.md'}:2") in twin.stderr, twin.stderr
+        assert cli("tick", "--now", AT).returncode == 2  # makes the state: nothing runs
+        age(home)
+
+
+def test_a_chain_runs_after_its_upstream_through_a_warm_cache(home, write_task, cli):
+    """A task with `after:` has no fires of its own: the cached ticks look at it every time,
+    and it runs once per success of its upstream."""
+    write_task("up", schedule="0 9 * * *", timezone="UTC", command="true")
+    write_task("down", schedule="after up", command="true")
+    warm(home, cli, "2026-11-23T08:59:00+00:00")
+    for minute in ("00", "01", "02"):
+        out = cli("tick", "--now", f"2026-11-23T09:{minute}:00+00:00")
+        assert out.returncode == 0, out.stdout + out.stderr
+        age(home)
+    assert runs(home, "up") == ["success"] and runs(home, "down") == ["success"]
+    assert listed(cli)["down"]["schedule"] == "after up"
+    for day in ("24", "25"):
+        for minute in ("00", "01"):
+            assert cli("tick", "--now", f"2026-11-{day}T09:{minute}:00+00:00").returncode == 0
+            age(home)
+    assert runs(home, "up") == ["success"] * 3 and runs(home, "down") == ["success"] * 3
