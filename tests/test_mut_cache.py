@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from datetime import timedelta
 
 from conftest import age_cache as age
 
@@ -290,3 +291,44 @@ def test_a_chain_runs_after_its_upstream_through_a_warm_cache(home, write_task, 
             assert cli("tick", "--now", f"2026-11-{day}T09:{minute}:00+00:00").returncode == 0
             age(home)
     assert runs(home, "up") == ["success"] * 3 and runs(home, "down") == ["success"] * 3
+
+
+def test_outside_paths_of_policies_scripts_and_allowed_folders_are_watched(home, write_task,
+                                                                          tmp_path):
+    """A warm tick reports what a cold one reports when a cwd policy's folder, a script in it,
+    or a folder outside the home (allowed in scheduler.yaml) appears, goes or turns into a
+    symlink (the oracle of tests/test_cache.py compares each tick's problems and plan)."""
+    from test_cache import T0, checked_tick
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (home / "scheduler.yaml").write_text(
+        f"cwd_policies: {{data: work/data}}\nallow_outside_home: [{outside}]\n")
+    (home / "work" / "data").mkdir(parents=True)
+    script = home / "work" / "data" / "run.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o755)
+    write_task("pol", schedule="*/5 * * * *", timezone="UTC", command="true",
+               cwd_policy="data")
+    write_task("scr", schedule="*/5 * * * *", timezone="UTC", command="./run.sh",
+               run_as="script", cwd_policy="data")
+    write_task("out", schedule="*/5 * * * *", timezone="UTC", command="true",
+               cwd=str(outside))
+    write_task("plain", schedule="*/5 * * * *", timezone="UTC", command="true")
+    steps = [
+        lambda: None,
+        lambda: script.unlink(),
+        lambda: (home / "work" / "data").rename(home / "work" / "moved"),
+        lambda: outside.rmdir(),
+        lambda: (home / "work" / "data").symlink_to(home / "work" / "moved"),
+        lambda: ((home / "work" / "data").unlink(),
+                 (home / "work" / "moved").rename(home / "work" / "data"),
+                 outside.mkdir()),
+        lambda: (script.write_text("#!/bin/sh\necho ran\n"), script.chmod(0o755)),
+    ]
+    seen = []
+    for i, step in enumerate(steps):
+        step()
+        report = checked_tick(home, T0 + timedelta(minutes=5 * i))
+        seen.append(sorted(p.path.stem for p in report.problems))
+    assert seen == [[], ["scr"], ["scr"], ["out", "scr"], ["out", "scr"], ["scr"], []]
