@@ -332,3 +332,35 @@ def test_outside_paths_of_policies_scripts_and_allowed_folders_are_watched(home,
         report = checked_tick(home, T0 + timedelta(minutes=5 * i))
         seen.append(sorted(p.path.stem for p in report.problems))
     assert seen == [[], ["scr"], ["scr"], ["out", "scr"], ["out", "scr"], ["scr"], []]
+
+
+def digest(home) -> tuple[str, int]:
+    """The database's bytes, and how many bytes of writes wait in its WAL (a read-only
+    connection may leave an empty -wal file behind: nothing written)."""
+    import hashlib
+
+    wal = home / "state" / "mdcron.db-wal"
+    return (hashlib.sha256((home / "state" / "mdcron.db").read_bytes()).hexdigest(),
+            wal.stat().st_size if wal.exists() else 0)
+
+
+def test_commands_write_nothing_when_nothing_changed(home, write_task, cli):
+    """Once the cache holds every file (and its next fires), `list`, `show`, `next` and a dry
+    run read it and leave the state database byte for byte as it was: no file is parsed
+    again, so no row is written again."""
+    write_task("a", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("b", schedule="0 6 * * *", timezone="UTC", command="true")
+    write_task("c", schedule="*/5 * * * *", timezone="UTC", command="true", cwd="work")
+    (home / "work").mkdir()
+    warm(home, cli)
+    listed(cli, "2026-11-23T09:01:00+00:00")  # the next fires, as of the tick's claims
+    before = digest(home)
+    assert before[1] == 0
+    listed(cli, "2026-11-23T09:01:00+00:00")
+    assert digest(home) == before, "list"
+    assert cli("show", "a").returncode == 0
+    assert digest(home) == before, "show"
+    assert cli("next", "a").returncode == 0
+    assert digest(home) == before, "next"
+    assert cli("tick", "--dry-run", "--now", "2026-11-23T09:05:00+00:00").returncode == 0
+    assert digest(home) == before, "dry run"
