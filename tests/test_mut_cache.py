@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from datetime import timedelta
 
@@ -148,13 +149,15 @@ def test_a_state_row_out_of_range_is_one_problem_and_the_others_run(home, write_
     db.close()
     tick = cli("tick", "--now", "2026-11-23T09:05:00+00:00")
     assert tick.returncode == 1, tick.stdout + tick.stderr
-    assert (f"{home / 'tasks' / 'x.md'}: error: its next fire cannot be computed (") in tick.stderr
+    assert re.search(re.escape(f"{home / 'tasks' / 'x.md'}: error: its next fire cannot be"
+                               " computed (") + r"[A-Z]\w*Error: ", tick.stderr), tick.stderr
     assert ("); this tick skips it; fix: check its schedule and its state (`why x`)"
             in tick.stderr), tick.stderr
     assert runs(home, "y") == ["success", "success"] and runs(home, "x") == ["success"]
 
 
-def test_a_view_loaded_ahead_of_its_minute_sees_what_changed_before_the_go(home, write_task):
+def test_a_view_loaded_ahead_of_its_minute_sees_what_changed_before_the_go(home, write_task,
+                                                                           cli):
     """The daemon's held tick (cli/warm.py) loads the files ahead of the minute and refreshes
     them at the go: edits, new, removed and broken files and a moved outside path all count,
     exactly as a cold tick at that minute would see them (the oracle: tests/test_cache.py)."""
@@ -176,13 +179,19 @@ def test_a_view_loaded_ahead_of_its_minute_sees_what_changed_before_the_go(home,
                title="now every five minutes")
     write_task("new", schedule="*/5 * * * *", timezone="UTC", command="true")
     (home / "tasks" / "gone.md").unlink()
-    (home / "tasks" / "breaks.md").write_text("---\nid: breaks\nschedule: '* *'\n---\n")
+    (home / "tasks" / "breaks.md").write_text(
+        "---\nid: breaks\nschedule: '* *'\ncommand: 'true'\n---\n")
     (home / "work").rmdir()
     view.refresh()
     report = checked_tick(home, T0.replace(minute=5), view=view)
     assert sorted(p.task.id for p in report.planned) == ["edit", "new", "same"]
     assert {(p.path.name, p.severity) for p in report.problems} >= {
         ("breaks.md", "error"), ("cwd.md", "warning")}
+    # and the tick saved what it read: the next command finds every file in the cache
+    before = digest(home)
+    assert set(listed(cli, "2026-11-23T09:05:30+00:00")) == {"edit", "same", "cwd", "new",
+                                                             "breaks"}
+    assert digest(home) == before
 
 
 def test_validate_reads_every_file_and_leaves_the_state_folder_untouched(home, write_task, cli):
@@ -364,3 +373,17 @@ def test_commands_write_nothing_when_nothing_changed(home, write_task, cli):
     assert digest(home) == before, "next"
     assert cli("tick", "--dry-run", "--now", "2026-11-23T09:05:00+00:00").returncode == 0
     assert digest(home) == before, "dry run"
+
+
+def test_a_fire_time_problem_without_an_id_names_no_why():
+    """The message for a file whose id is not known yet cannot point at `why <id>`."""
+    from pathlib import Path
+
+    from mdcron.schedule.cache import maths_problem
+
+    got = maths_problem(None, "/t/x.md", OverflowError("date value out of range"))
+    assert (got.path, got.severity, got.message) == (
+        Path("/t/x.md"), "error", "its next fire cannot be computed (OverflowError: date value"
+        " out of range); this tick skips it; fix: check its schedule and its state")
+    assert maths_problem("x", "/t/x.md", ValueError("v")).message.endswith(
+        "(ValueError: v); this tick skips it; fix: check its schedule and its state (`why x`)")
