@@ -241,10 +241,13 @@ def dry_and_real(cli, now: str) -> tuple[list[str], list[str]]:
     return would, ran
 
 
-def test_dry_run_says_what_the_tick_then_does_with_state(home, write_task, cli):
+def test_dry_run_says_what_the_tick_then_does_with_state(home, write_task, cli, state_url):
     """`tick --dry-run` reads the states the tick would act on: a slot already run is not run
     again, a missed one is, a disabled task is not, and where the clock went back (a state
-    stamped later than --now) it clears as the tick clears."""
+    stamped later than --now) it clears as the tick clears. On both state back ends: with
+    PostgreSQL the states come from there, the cache from this host's file."""
+    if state_url:
+        (home / "scheduler.yaml").write_text(f"state_url: '{state_url}'\n")
     write_task("five", schedule="*/5 * * * *", timezone="UTC", command="true")
     write_task("daily", schedule="0 9 * * *", timezone="UTC", command="true")
     assert dry_and_real(cli, "2026-11-23T08:59:00+00:00") == ([], [])  # first seen
