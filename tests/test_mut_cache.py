@@ -255,6 +255,8 @@ def test_dry_run_says_what_the_tick_then_does_with_state(home, write_task, cli, 
                                                                ["daily", "five"])
     age(home)
     assert dry_and_real(cli, "2026-11-23T09:00:30+00:00") == ([], [])  # already run
+    write_task("other", schedule="0 0 1 1 *", timezone="UTC", command="true")  # a new file:
+    assert dry_and_real(cli, "2026-11-23T09:00:40+00:00") == ([], [])  # the full path says so
     assert dry_and_real(cli, "2026-11-23T09:07:00+00:00") == (["five"], ["five"])  # 09:05 late
     age(home)
     assert cli("disable", "five").returncode == 0
@@ -390,3 +392,15 @@ def test_a_fire_time_problem_without_an_id_names_no_why():
         " out of range); this tick skips it; fix: check its schedule and its state")
     assert maths_problem("x", "/t/x.md", ValueError("v")).message.endswith(
         "(ValueError: v); this tick skips it; fix: check its schedule and its state (`why x`)")
+
+
+def test_a_dry_run_over_an_empty_state_database_plans_as_a_first_tick(home, write_task, cli):
+    """A state database with no tables yet (an empty file, a tick killed while creating it):
+    the dry run reads no states, plans as a first tick would, and still writes nothing."""
+    write_task("x", schedule="*/5 * * * *", timezone="UTC", command="true")
+    (home / "state").mkdir()
+    (home / "state" / "mdcron.db").write_bytes(b"")
+    dry = cli("tick", "--dry-run", "--now", AT)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "x: would run slot 2026-11-23T09:00:00+00:00" in dry.stdout, dry.stdout
+    assert (home / "state" / "mdcron.db").read_bytes() == b""
