@@ -277,9 +277,10 @@ def test_show_finds_one_task_before_and_after_the_state_exists(home, write_task,
     write_task("x", schedule="0 6 * * *", timezone="UTC", command="echo x")
     write_task("twin", filename="a.md", schedule="0 6 * * *", timezone="UTC", command="true")
     write_task("twin", filename="b.md", schedule="0 6 * * *", timezone="UTC", command="true")
-    for _ in range(2):
+    for first in (True, False):
         shown = cli("show", "x")
         assert shown.returncode == 0 and "echo x" in shown.stdout, shown.stdout + shown.stderr
+        assert (home / "state").exists() is not first  # `show` creates no state of its own
         twin = cli("show", "twin")
         assert twin.returncode == 2, twin.stdout + twin.stderr
         assert (f"duplicate id 'twin' in {home / 'tasks' / 'a.md'}:2 and"
