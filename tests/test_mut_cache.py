@@ -405,3 +405,30 @@ def test_a_dry_run_over_an_empty_state_database_plans_as_a_first_tick(home, writ
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "x: would run slot 2026-11-23T09:00:00+00:00" in dry.stdout, dry.stdout
     assert (home / "state" / "mdcron.db").read_bytes() == b""
+
+
+def test_warm_ticks_run_the_tasks_for_this_host_and_leave_the_others(home, write_task, cli):
+    """`hosts:` through warm ticks (the fast path reads the cache's list of tasks meant for
+    other hosts): a task for this host runs at each of its fires, one for another never."""
+    (home / "scheduler.yaml").write_text("host: alpha\n")
+    write_task("mine", schedule="*/5 * * * *", timezone="UTC", command="true", hosts=["alpha"])
+    write_task("both", schedule="*/5 * * * *", timezone="UTC", command="true",
+               hosts=["beta", "alpha"])
+    write_task("theirs", schedule="*/5 * * * *", timezone="UTC", command="true",
+               hosts=["beta"])
+    write_task("theirs2", schedule="0 0 1 1 *", timezone="UTC", command="true",
+               hosts=["beta"])
+    warm(home, cli)
+    for minute in ("03", "05", "07", "10"):
+        out = cli("tick", "--now", f"2026-11-23T09:{minute}:00+00:00")
+        assert out.returncode == 0, out.stdout + out.stderr
+        age(home)
+    assert runs(home, "mine") == ["success"] * 3 and runs(home, "both") == ["success"] * 3
+    assert runs(home, "theirs") == []
+    (home / "tasks" / "theirs.md").unlink()  # now nothing due is meant for another host
+    age(home)
+    for minute in ("13", "15"):
+        out = cli("tick", "--now", f"2026-11-23T09:{minute}:00+00:00")
+        assert out.returncode == 0, out.stdout + out.stderr
+        age(home)
+    assert runs(home, "mine") == ["success"] * 4 and runs(home, "both") == ["success"] * 4
