@@ -432,3 +432,22 @@ def test_warm_ticks_run_the_tasks_for_this_host_and_leave_the_others(home, write
         assert out.returncode == 0, out.stdout + out.stderr
         age(home)
     assert runs(home, "mine") == ["success"] * 4 and runs(home, "both") == ["success"] * 4
+
+
+def test_every_warm_tick_exits_1_while_a_task_file_is_invalid(home, write_task, cli):
+    """The problem is said once, when found; but each tick's exit status keeps saying that a
+    task file is invalid (cron's mail, a monitor), also on the minutes the cache answers."""
+    write_task("x", schedule="0 6 * * *", timezone="UTC", command="true")
+    bad = home / "tasks" / "b.md"
+    bad.write_text("---\nid: b\nschedule: '* *'\ncommand: 'true'\n---\n")
+    first = cli("tick", "--now", AT)
+    assert first.returncode == 1 and "b.md:3: error: schedule" in first.stderr, first.stderr
+    age(home)
+    for minute in ("01", "02"):
+        out = cli("tick", "--now", f"2026-11-23T09:{minute}:00+00:00")
+        assert (out.returncode, out.stdout, out.stderr) == (1, "", ""), out.stdout + out.stderr
+    write_task("b", filename="b.md", schedule="0 7 * * *", timezone="UTC", command="true")
+    assert cli("tick", "--now", "2026-11-23T09:03:00+00:00").returncode == 0
+    age(home)
+    out = cli("tick", "--now", "2026-11-23T09:04:00+00:00")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", ""), out.stdout + out.stderr
