@@ -451,3 +451,16 @@ def test_every_warm_tick_exits_1_while_a_task_file_is_invalid(home, write_task, 
     age(home)
     out = cli("tick", "--now", "2026-11-23T09:04:00+00:00")
     assert (out.returncode, out.stdout, out.stderr) == (0, "", ""), out.stdout + out.stderr
+
+
+def test_a_tasks_folder_that_cannot_be_listed_is_named_with_the_reason(home, cli):
+    folder = home / "tasks"
+    folder.rmdir()
+    folder.write_text("not a folder\n")
+    out = cli("tick", "--now", AT)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"{folder}: error: cannot list the tasks folder: Not a directory" in out.stderr
+    folder.unlink()  # missing: said once, as missing, not as unlistable
+    out = cli("tick", "--now", AT)
+    assert out.returncode == 2 and "cannot list" not in out.stderr, out.stderr
+    assert f"{folder}: error: the tasks folder does not exist" in out.stderr, out.stderr
