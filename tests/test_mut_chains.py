@@ -510,3 +510,69 @@ def test_why_a_downstream_enabled_again_is_not_due_for_runs_while_it_was_off(hom
     assert not [line for line in why(home, "transform", at) if line.startswith("due")]
     run_cli(home, "tick", "--now", at)
     assert [r[0] for r in cli_rows(home)] == ["extract"]
+
+
+WAITS = ("transform: waits for the previous run (still running on this host) before its run for"
+         " 2026-11-23 09:00 UTC (upstream extract succeeded at 09:00); not claimed yet")
+
+
+def test_a_downstream_whose_previous_run_still_holds_it_waits_owed_then_runs_once(home,
+                                                                                  write_task):
+    home_with(home, write_task, transform={"schedule": "after extract", "command": "true"})
+    run_cli(home, "tick", "--now", BEFORE)
+    with previous_run_holds(home, "transform"):
+        done = run_cli(home, "tick", "--now", AT_0900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert WAITS in done.stdout
+        assert why(home, "transform")[1:] == [
+            "waits for the previous run (still running on this host), then runs for slot"
+            " 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
+        assert [r[0] for r in cli_rows(home)] == ["extract"]
+    done = run_cli(home, "tick", "--now", "2026-11-23T09:30:00+00:00")
+    assert WAITS not in done.stdout
+    assert cli_rows(home)[0] == ("transform", "2026-11-23T09:00:00+00:00", "success", None)
+    assert why(home, "transform", "2026-11-23T09:31:00+00:00")[1] == (
+        "last claimed slot: 2026-11-23 09:00 UTC")
+
+
+def test_a_downstream_held_past_its_chain_window_is_skipped_saying_why(home, write_task,
+                                                                       http_sink):
+    (home / "scheduler.yaml").write_text(
+        f"notify:\n  destinations:\n    ops: \"{http_sink.json_url('/hook')}\"\n"
+        "  default: ops\ntimezone: UTC\n")
+    write_task("extract", schedule="0 9 * * *", command="true", notify_on="never")
+    write_task("transform", schedule="after extract", command="true", chain_window="1h",
+               notify_on="always")
+    run_cli(home, "tick", "--now", BEFORE)
+    with previous_run_holds(home, "transform"):
+        assert WAITS in run_cli(home, "tick", "--now", AT_0900).stdout
+        assert WAITS in run_cli(home, "tick", "--now", "2026-11-23T09:59:00+00:00").stdout
+        assert [r[0] for r in cli_rows(home)] == ["extract"]
+        done = run_cli(home, "tick", "--now", "2026-11-23T10:01:00+00:00")
+    reason = ("upstream extract succeeded at 09:00, but the previous run was still running on"
+              " this host for longer than the chain window (3600 s)")
+    assert f"transform: skipped ({reason})" in done.stdout
+    assert cli_rows(home)[0] == ("transform", "2026-11-23T09:00:00+00:00", "skipped", reason)
+    [alert] = [b for b in http_sink.bodies() if isinstance(b, dict)]
+    assert alert["title"] == "mdcron: transform (transform) skipped"
+    assert alert["message"] == f"transform (transform): skipped — {reason}"
+    run_cli(home, "tick", "--now", "2026-11-23T10:02:00+00:00")
+    assert [r[0] for r in cli_rows(home)] == ["transform", "extract"]
+
+
+def test_a_failed_upstream_is_recorded_skipped_even_while_the_downstream_is_held(home,
+                                                                                 write_task):
+    home_with(home, write_task, transform={"schedule": "after extract", "command": "true"})
+    write_task("extract", schedule="0 9 * * *", command="exit 3", self_heal=False)
+    run_cli(home, "tick", "--now", BEFORE)
+    assert run_cli(home, "run", "extract").returncode != 0  # a manual run: its chain waits
+    [(_, slot, status, _)] = cli_rows(home)
+    hhmm = datetime.fromisoformat(slot).strftime("%H:%M")
+    with previous_run_holds(home, "transform"):
+        lines = why(home, "transform", slot)
+        assert lines[1:] == [f"the next tick records it skipped for slot"
+                             f" {datetime.fromisoformat(slot):%Y-%m-%d %H:%M} UTC: upstream"
+                             f" extract failed at {hhmm} (exit 3)"], lines
+        run_cli(home, "tick", "--now", slot)
+    assert cli_rows(home)[0] == ("transform", slot, "skipped",
+                                 f"upstream extract failed at {hhmm} (exit 3)")
