@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -386,6 +387,9 @@ def test_next_of_a_chain_whose_head_is_missing_or_circular_ends(config):
     a, b = task("a", "b"), task("b", "a")
     assert next_lines(config, a, [a, b], NOW) == [
         "after b", "b runs after a", "a next fires no further fire time"]
+    t = task("t", "a")  # downstream of a cycle it is not part of: the walk still ends
+    assert next_lines(config, t, [a, b, t], NOW) == [
+        "after a", "a runs after b", "b runs after a", "a next fires no further fire time"]
 
 
 # --------------------------------------------------------------- the CLI: tick, why, history
@@ -576,3 +580,30 @@ def test_a_failed_upstream_is_recorded_skipped_even_while_the_downstream_is_held
         run_cli(home, "tick", "--now", slot)
     assert cli_rows(home)[0] == ("transform", slot, "skipped",
                                  f"upstream extract failed at {hhmm} (exit 3)")
+
+
+def test_run_of_a_chain_head_numbers_its_downstreams_lines_only(home, write_task):
+    """`run extract`: each downstream run's line carries its run number, even when the line
+    goes on (a suspension); what is not a run's line (a downstream that waits, an alert that
+    could not be sent) is printed as said."""
+    (home / "scheduler.yaml").write_text(
+        "timezone: UTC\nmax_consecutive_failures: 1\nnotify:\n  destinations:\n"
+        "    ops: \"http://127.0.0.1:9/hook\"\n  default: ops\n")
+    write_task("extract", schedule="0 9 * * *", command="echo e")
+    write_task("transform", schedule="after extract", command="exit 4", self_heal=False)
+    write_task("held", schedule="after extract", command="true")
+    with previous_run_holds(home, "held"):
+        done = run_cli(home, "run", "extract")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("run 1: extract: success in "), lines
+    [failed] = [line for line in lines if "transform" in line]
+    assert re.fullmatch(r"run 2: transform: failed in [0-9.]+s \(exit 4\); suspended: failed 1"
+                        r" ticks in a row", failed), lines
+    [waits] = [line for line in lines if line.startswith("held: ")]
+    assert waits.startswith("held: waits for the previous run (still running on this host)"
+                            " before its run for "), waits
+    assert [line for line in lines if "notification" in line][0].startswith(
+        "mdcron: notification: notification #1 to 'ops'"), lines
+    assert [(r[0], r[2]) for r in cli_rows(home)] == [("transform", "failed"),
+                                                      ("extract", "success")]
