@@ -278,6 +278,31 @@ def test_fan_in_counts_successes_from_the_minute_the_task_was_first_seen():
     assert decide_many(join(), fresh, ups, UTC_ZONE) == []
 
 
+def test_fan_in_counts_nothing_from_before_that_minute_not_even_a_second():
+    ups = {"b": [up(SLOT_0900 - 0.5, task_id="b")], "c": [up(SLOT_0900, task_id="c")]}
+    assert decide_many(join(), state("d", not_before=SLOT_0900), ups, UTC_ZONE) == []
+    one = task("load", "extract")
+    assert decide_one(one, state("load", not_before=SLOT_0900), [up(SLOT_0900 - 0.5)],
+                      UTC_ZONE, False) == []
+
+
+def test_fan_in_runs_for_the_latest_success_whatever_the_order_given():
+    ups = {"b": [up(SLOT_0900 + 2 * HOUR, task_id="b"), up(SLOT_0900, task_id="b")],
+           "c": [up(SLOT_0900 + HOUR, task_id="c")]}
+    assert [p.slot for p in decide_many(join(), state("d"), ups, UTC_ZONE)] == [
+        SLOT_0900 + 2 * HOUR]
+
+
+def test_fan_in_reads_the_last_run_window_in_the_tasks_zone():
+    """Ran at 00:30 Riga time (22:30 UTC the day before): that Riga day is done, though in
+    UTC a new day begins 90 minutes later."""
+    last = SLOT_0900 + 13.5 * HOUR  # 2026-11-23 22:30 UTC = 2026-11-24 00:30 Riga
+    ups = {"b": [up(last + 2 * HOUR, task_id="b")], "c": [up(last + 2 * HOUR, task_id="c")]}
+    ran = state("d", last_slot=last)
+    assert decide_many(join(), ran, ups, RIGA) == []  # 02:30 Riga: the same Riga day
+    assert [p.slot for p in decide_many(join(), ran, ups, UTC_ZONE)] == [last + 2 * HOUR]
+
+
 def test_fan_in_windows_follow_the_zone_and_the_chain_window():
     # 21:30 and 22:30 UTC: one day in UTC, two days in Riga (23:30 and 00:30)
     b, c = SLOT_0900 + 12.5 * HOUR, SLOT_0900 + 13.5 * HOUR
@@ -532,6 +557,8 @@ def test_a_downstream_whose_previous_run_still_holds_it_waits_owed_then_runs_onc
             "waits for the previous run (still running on this host), then runs for slot"
             " 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
         assert [r[0] for r in cli_rows(home)] == ["extract"]
+    assert why(home, "transform", "2026-11-23T09:29:00+00:00")[1:] == [
+        "due: runs for slot 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
     done = run_cli(home, "tick", "--now", "2026-11-23T09:30:00+00:00")
     assert WAITS not in done.stdout
     assert cli_rows(home)[0] == ("transform", "2026-11-23T09:00:00+00:00", "success", None)
@@ -543,10 +570,10 @@ def test_a_downstream_held_past_its_chain_window_is_skipped_saying_why(home, wri
                                                                        http_sink):
     (home / "scheduler.yaml").write_text(
         f"notify:\n  destinations:\n    ops: \"{http_sink.json_url('/hook')}\"\n"
-        "  default: ops\ntimezone: UTC\n")
+        f"    team: \"{http_sink.json_url('/team')}\"\n  default: ops\ntimezone: UTC\n")
     write_task("extract", schedule="0 9 * * *", command="true", notify_on="never")
     write_task("transform", schedule="after extract", command="true", chain_window="1h",
-               notify_on="always")
+               notify_on="always", notify_to="team")
     run_cli(home, "tick", "--now", BEFORE)
     with previous_run_holds(home, "transform"):
         assert WAITS in run_cli(home, "tick", "--now", AT_0900).stdout
@@ -557,7 +584,8 @@ def test_a_downstream_held_past_its_chain_window_is_skipped_saying_why(home, wri
               " this host for longer than the chain window (3600 s)")
     assert f"transform: skipped ({reason})" in done.stdout
     assert cli_rows(home)[0] == ("transform", "2026-11-23T09:00:00+00:00", "skipped", reason)
-    [alert] = [b for b in http_sink.bodies() if isinstance(b, dict)]
+    [alert] = [r.json for r in http_sink.requests if isinstance(r.json, dict)]
+    assert [r.path for r in http_sink.requests] == ["/team"]
     assert alert["title"] == "mdcron: transform (transform) skipped"
     assert alert["message"] == f"transform (transform): skipped — {reason}"
     run_cli(home, "tick", "--now", "2026-11-23T10:02:00+00:00")
@@ -607,3 +635,22 @@ def test_run_of_a_chain_head_numbers_its_downstreams_lines_only(home, write_task
         "mdcron: notification: notification #1 to 'ops'"), lines
     assert [(r[0], r[2]) for r in cli_rows(home)] == [("transform", "failed"),
                                                       ("extract", "success")]
+    shown = json.loads(run_cli(home, "show", "held", "--json").stdout)
+    assert shown["state"]["path"] == str(home / "tasks" / "held.md")  # as the run saw it
+
+
+def test_a_downstream_seen_with_its_upstream_runs_in_that_tick_unless_it_is_disabled(
+        home, write_task):
+    """First tick ever, at the upstream's minute: the upstream runs its 09:00 slot and so does
+    its downstream (seen from 09:00 too); a disabled downstream does not, and another chain
+    with nothing to do yet (listed after) holds nothing back."""
+    home_with(home, write_task,
+              load={"schedule": "after extract", "command": "true"},
+              never={"schedule": "0 9 1 1 *", "command": "true"},
+              paused={"schedule": "after extract", "command": "true", "enabled": False},
+              waits={"schedule": "after never", "command": "true"})
+    done = run_cli(home, "tick", "--now", AT_0900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted((r[0], r[1], r[2]) for r in cli_rows(home)) == [
+        ("extract", "2026-11-23T09:00:00+00:00", "success"),
+        ("load", "2026-11-23T09:00:00+00:00", "success")]
