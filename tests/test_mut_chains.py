@@ -654,3 +654,22 @@ def test_a_downstream_seen_with_its_upstream_runs_in_that_tick_unless_it_is_disa
     assert sorted((r[0], r[1], r[2]) for r in cli_rows(home)) == [
         ("extract", "2026-11-23T09:00:00+00:00", "success"),
         ("load", "2026-11-23T09:00:00+00:00", "success")]
+
+
+def test_run_of_a_chain_head_gives_its_downstreams_the_same_self_heal(home, write_task):
+    """With a key, a downstream's failure after `run extract` goes through the same self-heal
+    rules as in a tick (here a budget of 0 heals, so no request is made), a resource user's
+    too; its row says why it was not healed."""
+    (home / "scheduler.yaml").write_text(
+        "timezone: UTC\nresources: {gpu: 1}\nclaude:\n  max_heals_per_day: 0\n")
+    write_task("extract", schedule="0 9 * * *", command="echo e")
+    write_task("transform", schedule="after extract", command="exit 4")
+    write_task("render", schedule="after extract", uses=["gpu"], command="exit 5")
+    key = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    done = run_cli(home, "run", "extract", env=key)
+    assert done.returncode == 0, done.stdout + done.stderr
+    notes = {r["task_id"]: r["note"] for r in json.loads(run_cli(home, "history",
+                                                                 "--json").stdout)}
+    for task_id in ("transform", "render"):
+        assert notes[task_id].startswith(
+            f"self-heal not attempted: {task_id} was healed 0 time(s) in the last 24 h"), notes
