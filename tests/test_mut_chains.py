@@ -673,3 +673,5 @@ def test_run_of_a_chain_head_gives_its_downstreams_the_same_self_heal(home, writ
     for task_id in ("transform", "render"):
         assert notes[task_id].startswith(
             f"self-heal not attempted: {task_id} was healed 0 time(s) in the last 24 h"), notes
+        assert notes[task_id].endswith("; started by manual run 1"), notes
+    assert notes["extract"] is None
