@@ -197,14 +197,17 @@ def upstream_busy(config: object, task_id: str) -> bool:
 
 
 def pending_for(store: Store, config: object, tasks: list[Task],
-                skip_ids: set[str] = frozenset()) -> list[Pending]:  # type: ignore[assignment]
-    """Every chained task's slots to claim now, from the recorded rows."""
+                skip_ids: set[str] = frozenset(),  # type: ignore[assignment]
+                states: dict[str, TaskState] | None = None) -> list[Pending]:
+    """Every chained task's slots to claim now, from the recorded rows. `states`: the tasks'
+    states as the tick would observe them (`why`: a task new or enabled again since the last
+    tick counts from now, as the tick will count it); default: the recorded ones."""
     from .observe import observe
 
     chained = [t for t in tasks if t.after and t.enabled and t.id not in skip_ids]
     if not chained:
         return []
-    states = store.task_states()
+    states = store.task_states() if states is None else states
     out: list[Pending] = []
     for task in chained:
         state = states.get(task.id) or observe(None, task, 0.0)  # the tick observed it
@@ -351,7 +354,7 @@ def explain(config: object, task: Task, at: float) -> list[str]:
         state = observe(store.task_states().get(task.id), task, at)
         if state.last_slot is not None:
             lines.append(f"last claimed slot: {_when(state.last_slot, zone)}")
-        todo = pending_for(store, config, [task])
+        todo = pending_for(store, config, [task], states={task.id: state})
         ups = upstream_slots(store, task.after, state.not_before - 1e-6 - task.chain_window)
         busy = previous_run(store, config, task.id) if todo else None
     for p in todo:
