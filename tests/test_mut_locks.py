@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -58,6 +59,13 @@ def dead_pid() -> int:
     return proc.pid
 
 
+def bridged_env() -> dict[str, str]:
+    """This tree on the subprocess's path, keeping what is already there (under mutmut, the
+    hook that tells which functions a subprocess called)."""
+    path = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def wait_for(check, what: str, timeout: float = 30.0) -> None:
     give_up = time.monotonic() + timeout
     while not check():
@@ -67,18 +75,17 @@ def wait_for(check, what: str, timeout: float = 30.0) -> None:
 
 # A process that is NOT our child (its parent, the wrapper, reaps it the moment it dies: as a
 # real tick's task or a cron-started tick is reaped by someone else). argv: session (1: its own
-# group, as a task; 0: in the wrapper's, as a tick), ignore TERM (1/0), optional mark.
+# group, as a task; 0: in the wrapper's, as a tick), ignore TERM (1/0), uid (-1: ours), mark.
 WRAPPER = r"""
 import os, subprocess, sys
-session, ignore = sys.argv[1] == "1", sys.argv[2] == "1"
+session, ignore, user = sys.argv[1] == "1", sys.argv[2] == "1", int(sys.argv[3])
 env = dict(os.environ)
-if len(sys.argv) > 3:
-    env["MDCRON_RUN"] = sys.argv[3]
-code = ("import signal, time\n"
-        + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore else "")
-        + "print('ready', flush=True)\ntime.sleep(300)\n")
-child = subprocess.Popen([sys.executable, "-S", "-c", code], stdout=subprocess.PIPE,
-                         start_new_session=session, env=env)
+if len(sys.argv) > 4:
+    env["MDCRON_RUN"] = sys.argv[4]
+code = ("trap '' TERM; " if ignore else "") + "echo ready; exec sleep 300"
+child = subprocess.Popen(["/bin/sh", "-c", code], stdout=subprocess.PIPE,
+                         start_new_session=session, env=env,
+                         user=user if user >= 0 else None, cwd="/")
 child.stdout.readline()
 print(child.pid, flush=True)
 child.wait()
@@ -88,8 +95,10 @@ child.wait()
 class Proc:
     """One such process: .pid, .start (its start time as the lock records it)."""
 
-    def __init__(self, *, session: bool, ignore_term: bool = False, mark: str | None = None):
-        argv = [sys.executable, "-c", WRAPPER, str(int(session)), str(int(ignore_term))]
+    def __init__(self, *, session: bool, ignore_term: bool = False, mark: str | None = None,
+                 user: int | None = None):
+        argv = [sys.executable, "-c", WRAPPER, str(int(session)), str(int(ignore_term)),
+                str(user if user is not None else -1)]
         self.wrapper = subprocess.Popen(argv + ([mark] if mark else []), stdout=subprocess.PIPE,
                                         text=True)
         self.pid = int(self.wrapper.stdout.readline())  # type: ignore[union-attr]
@@ -234,12 +243,16 @@ def test_a_holder_is_alive_while_its_tick_or_its_task_runs(procs):
     assert holder_alive(replace(both, pgid=None))
     assert not holder_alive(replace(both, tick_pid=dead_pid(), pgid=dead_pid()))
     assert not holder_alive(replace(both, tick_start=tick.start + 1, pgid=None))  # reused pid
+    assert not holder_alive(replace(both, tick_pid=dead_pid(), child_start=task.start + 1))
     assert not holder_alive(replace(both, boot_id="another-boot"))  # nothing survives a reboot
 
 
-def test_a_zombie_holds_nothing():
-    """An orphan's zombie lingers where PID 1 does not reap: it is no holder (issue 21)."""
-    proc = subprocess.Popen(["true"])
+def test_a_zombie_holds_nothing(tmp_path):
+    """An orphan's zombie lingers where PID 1 does not reap: it is no holder (issue 21). Its
+    name may hold ') ' too (its state is read after the last one)."""
+    odd = tmp_path / "x) Y (z"
+    odd.symlink_to("/bin/true")
+    proc = subprocess.Popen([str(odd)])
     wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().split(")")[-1].split()[0]
              == "Z", "the zombie")
     try:
@@ -275,7 +288,7 @@ def test_without_proc_the_holder_is_judged_by_kill_zero():
         ["unshare", "--mount", "--propagation", "private", "sh", "-c",
          'mount -t tmpfs none /proc && exec "$0" -c "$1"', sys.executable, NO_PROC],
         cwd=REPO, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        env=bridged_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["None", "True", "False", "False", "True", "False",
                                   "True", "True"]
@@ -333,25 +346,37 @@ def test_a_stale_kill_spares_a_process_that_reused_the_pids(procs):
     assert task.alive() and tick.alive()
 
 
-def test_the_tick_doing_the_kill_never_kills_itself(procs):
-    task = procs(session=True)
-    rec = info(tick_pid=os.getpid(), tick_start=process_start_time(os.getpid()),
-               pgid=task.pid, child_start=task.start)
-    assert kill_holder(rec, grace=0.3) == [f"killed task process group {task.pid}"]
-    task.gone()
+SELF = r"""
+import os
+from mdcron.run.locks import LockInfo, boot_id, kill_holder, process_start_time
+me = os.getpid()
+print(kill_holder(LockInfo("job", 1, me, process_start_time(me), boot_id(), None, None, 0.0,
+                           0.0), 0.3))
+"""
+
+
+def test_the_tick_doing_the_kill_never_kills_itself():
+    """A record naming the very tick that reads it (it took the lock over): not killed."""
+    out = subprocess.run([sys.executable, "-c", SELF], cwd=REPO, capture_output=True,
+                         text=True, timeout=60, env=bridged_env())
+    assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr
 
 
 def test_what_left_the_group_is_killed_by_its_mark(procs):
     mark = f"7.{os.urandom(8).hex()}"
     task = procs(session=True, mark=mark)
     escaped = procs(session=True, mark=mark)  # setsid: out of the task's group
+    also = procs(session=True, mark=mark)
     bystander = procs(session=True, mark="8.00")
     rec = info(tick_pid=dead_pid(), pgid=task.pid, child_start=task.start, mark=mark)
     done = kill_holder(rec, grace=0.3)
     assert done[0] == f"killed task process group {task.pid}"
-    assert done[1].startswith("killed what left its group: ") and f"pid {escaped.pid}" in done[1]
+    first, second = sorted([escaped.pid, also.pid])
+    assert re.fullmatch(rf"killed what left its group: pid {first} \(.+\), pid {second} \(.+\)",
+                        done[1], re.DOTALL), done[1]
     assert len(done) == 2
     escaped.gone()
+    also.gone()
     assert bystander.alive()
 
 
@@ -367,6 +392,48 @@ def test_leftovers_are_swept_only_for_a_marked_run_of_this_boot(procs):
     left.gone()
 
 
+def test_a_marked_process_older_than_the_run_is_not_its_leftover(procs):
+    mark = f"11.{os.urandom(8).hex()}"
+    older = procs(session=True, mark=mark)  # carries the mark, yet started before the run
+    task = procs(session=True)
+    assert task.start > older.start
+    assert kill_leftovers(info(mark=mark, child_start=task.start), 0.3) == []
+    assert older.alive()
+
+
+def test_leftovers_of_a_run_as_another_user_are_that_users(procs):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a run as another user (`user:`)")
+    mark = f"12.{os.urandom(8).hex()}"
+    left = procs(session=True, mark=mark, user=65534)
+    mine = procs(session=True, mark=mark)  # the mark forged by another user's process
+    swept = kill_leftovers(info(mark=mark, child_start=left.start, uid=65534), 0.3)
+    assert [s.split(" (")[0] for s in swept] == [f"pid {left.pid}"]
+    left.gone()
+    assert mine.alive()
+
+
+def test_leftovers_in_the_runs_cgroup_go_without_a_mark(tmp_path):
+    from mdcron.run.proctree import Tree
+
+    tree = Tree.open(13)
+    if tree.cgroup is None:
+        pytest.skip("no cgroup v2 this process may create run cgroups in")
+    proc = subprocess.Popen(["sleep", "300"], preexec_fn=tree.preexec(), start_new_session=True)
+    try:
+        wait_for(lambda: str(proc.pid) in (tree.cgroup / "cgroup.procs").read_text(), "join")
+        rec = info(mark=tree.mark, cgroup=str(tree.cgroup),
+                   child_start=process_start_time(proc.pid))
+        swept = kill_leftovers(rec, 0.3)
+        assert [s.split(" (")[0] for s in swept] == [f"pid {proc.pid}"]
+        assert proc.wait(30) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        tree.close()
+
+
 def test_replace_stops_the_runs_processes_but_never_its_tick(procs):
     mark = f"10.{os.urandom(8).hex()}"
     task = procs(session=True, mark=mark)
@@ -380,7 +447,11 @@ def test_replace_stops_the_runs_processes_but_never_its_tick(procs):
     task.gone()
     escaped.gone()
     assert tick.alive()
-    assert stop_run_tree(replace(rec, child_start=task.start + 1, mark=None), 0.3) == []
+    other = procs(session=True)
+    spared = replace(rec, pgid=other.pid, child_start=other.start, mark=None)
+    assert stop_run_tree(replace(spared, child_start=other.start + 1), 0.3) == []  # reused pid
+    assert stop_run_tree(replace(spared, boot_id="another-boot"), 0.3) == []
+    assert other.alive()
 
 
 def test_a_tick_that_obeys_term_is_not_kept_waiting_for_the_grace(procs):
@@ -439,9 +510,9 @@ def test_a_lock_is_held_until_released_and_its_record_goes_with_it(tmp_path):
 
 def test_a_lock_not_held_can_neither_be_written_nor_handed_on(tmp_path):
     lock = TaskLock(tmp_path / "job.lock")
-    with pytest.raises(RuntimeError, match="lock not held"):
+    with pytest.raises(RuntimeError, match="^lock not held$"):
         lock.write(info())
-    with pytest.raises(RuntimeError, match="lock not held"):
+    with pytest.raises(RuntimeError, match="^lock not held$"):
         lock.fileno()
 
 
@@ -480,6 +551,59 @@ def test_a_lock_under_the_home_is_not_taken_through_a_symlinked_folder(tmp_path)
     assert safe.try_acquire()
     assert (tmp_path / "home2" / "state" / "locks" / "job.lock").is_file()
     safe.release()
+
+
+def test_a_lock_file_swapped_for_a_symlink_is_refused_by_its_full_name(tmp_path):
+    path = tmp_path / "locks" / "job.lock"
+    path.parent.mkdir()
+    path.symlink_to(tmp_path / "target")
+    with pytest.raises(OSError) as caught:
+        TaskLock(path).try_acquire()
+    assert str(caught.value).startswith(f"{path} is a symlink")
+    assert not (tmp_path / "target").exists()
+
+
+def test_a_home_reached_through_a_symlink_still_locks(tmp_path):
+    """The home (like a folder given without one) may itself be a link: /home/u -> /data/u;
+    only the names under it are walked without following."""
+    (tmp_path / "real" / "state").mkdir(parents=True)
+    (tmp_path / "home").symlink_to(tmp_path / "real")
+    lock = TaskLock(tmp_path / "home" / "state" / "locks" / "job.lock", root=tmp_path / "home")
+    assert lock.try_acquire()
+    lock.release()
+    assert (tmp_path / "real" / "state" / "locks" / "job.lock").is_file()
+    bare = TaskLock(tmp_path / "home" / "state" / "locks" / "bare.lock")
+    assert bare.try_acquire()
+    bare.release()
+    assert (tmp_path / "real" / "state" / "locks" / "bare.lock").is_file()
+
+
+WRITE_ONLY = r"""
+import os, sys
+from pathlib import Path
+from mdcron.run.locks import TaskLock
+os.setgid(65534); os.setuid(65534)
+before = sorted(os.listdir("/proc/self/fd"))
+try:
+    TaskLock(Path(sys.argv[1])).try_acquire()
+except OSError as exc:
+    print(type(exc).__name__, sorted(os.listdir("/proc/self/fd")) == before)
+"""
+
+
+def test_a_lock_file_it_cannot_read_is_an_error_that_leaks_no_descriptor(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the test switches to another user")
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    path = folder / "job.lock"
+    path.write_text("")
+    path.chmod(0o200)  # writable, not readable: the second open fails, the first must close
+    for made in (tmp_path, folder, path):
+        os.chown(made, 65534, 65534)
+    out = subprocess.run([sys.executable, "-c", WRITE_ONLY, str(path)], cwd=REPO, timeout=60,
+                         capture_output=True, text=True, env=bridged_env())
+    assert out.stdout.split() == ["PermissionError", "True"], out.stderr
 
 
 def test_portalocker_takes_the_same_lock_where_flock_is_not_direct(tmp_path, monkeypatch):
