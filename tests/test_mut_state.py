@@ -94,7 +94,11 @@ def test_the_cache_rows_are_named_tuples_that_turn_into_states(store):
     assert rows["a"].as_state() == store.task_state("a")
     assert rows["b"].as_state().enabled is False
     assert StateRow.of(store.task_state("b")) == rows["b"]
-    assert StateRow.of(store.task_state("a")).enabled == 1
+    claim(store, ("a", MINUTE, None))
+    store.count_failure("a", True)
+    again = store.state_rows()["a"]
+    assert again == ("a", NOW, MINUTE, MINUTE, 1, 1, "/t/a.md")
+    assert StateRow.of(store.task_state("a")) == again
 
 
 def test_enable_counts_as_a_new_start_from_that_very_moment(store):
@@ -370,7 +374,8 @@ def test_a_late_result_closes_the_row_lost_and_keeps_a_note(store):
     assert store.keep_late(run_id, "lease lost", "late result from host alpha: success",
                            NOW + 30) is True
     got = row(store, run_id)
-    assert (got["status"], got["error"], got["finished_at"]) == ("lost", "lease lost", NOW + 30)
+    assert (got["status"], got["error"], got["finished_at"], got["duration_ms"]) == (
+        "lost", "lease lost", NOW + 30, 30_000)  # how long it ran, as its host reported
     assert json.loads(got["extra"]) == {"note": "late result from host alpha: success"}
     # closed already (another host did): only the note is added
     assert store.keep_late(run_id, "other", "second", NOW + 40) is False
@@ -407,6 +412,7 @@ def test_prune_drops_old_finished_runs_and_names_their_logs(store):
     old = [finished(store, "a", NOW + i, f"/logs/a{i}.log") for i in range(3)]
     nolog = finished(store, "a", NOW + 3)
     running = manual(store, "a", NOW + 4)
+    store.set_started(running, NOW + 4, "/logs/running.log")  # old, but still running: kept
     new = finished(store, "a", NOW + 100, "/logs/new.log")
     assert store.prune_runs(NOW + 50) == ["/logs/a0.log", "/logs/a1.log", "/logs/a2.log"]
     left = [r["id"] for r in store.history(50)]
@@ -436,6 +442,46 @@ def test_prune_takes_at_most_its_share_oldest_first(store):
     assert store.prune_runs(NOW + 1000, keep=3, share=0.5) == ["/logs/3", "/logs/4",
                                                                 "/logs/5", "/logs/6"]
     assert [r["id"] for r in store.history(50)] == ids[:6:-1]
+
+
+def test_prune_stops_at_its_share_even_past_kept_runs(store):
+    [finished(store, "a", NOW + i, f"/logs/{i}") for i in range(10)]
+    assert store.prune_runs(NOW + 1000, keep=1, share=0.3) == ["/logs/0", "/logs/1", "/logs/2"]
+    assert len(store.history(50)) == 7
+
+
+def test_prune_with_sqlite_names_every_deleted_log_whoever_wrote_the_row(store, db_path):
+    with other(db_path) as beta:  # a state file is one host's: its logs are all here
+        theirs = finished(beta, "a", NOW, "/logs/beta.log")
+    finished(store, "a", NOW + 1, "/logs/alpha.log")
+    assert row(store, theirs)["host"] == "beta"
+    assert store.prune_runs(NOW + 1000) == ["/logs/beta.log", "/logs/alpha.log"]
+
+
+def test_prune_with_a_shared_state_names_only_this_hosts_logs(pg_url):
+    """PostgreSQL shared by hosts: another host's logs are on that host, not here."""
+    with Store(Path("/nonexistent"), pg_url, "alpha") as alpha, \
+            Store(Path("/nonexistent"), pg_url, "beta") as beta:
+        finished(beta, "a", NOW, "/logs/beta.log")
+        finished(alpha, "a", NOW + 1, "/logs/alpha.log")
+        finished(alpha, "a", NOW + 2)
+        anonymous = finished(alpha, "b", NOW + 3, "/logs/old.log")
+        alpha.connect().execute("UPDATE runs SET host = NULL WHERE id = ?", (anonymous,))
+        assert alpha.prune_runs(NOW + 1000) == ["/logs/alpha.log", "/logs/old.log"]
+        assert beta.history(50) == []  # every row went, whoever ran it
+
+
+def test_each_host_keeps_its_own_path_for_a_shared_task(pg_url):
+    """Issue 11: on a shared state each host's copy of a task file has its own path; a host
+    seeing the task at another path does not rewrite the path the state recorded."""
+    with Store(Path("/nonexistent"), pg_url, "alpha") as alpha, \
+            Store(Path("/nonexistent"), pg_url, "beta") as beta:
+        assert alpha.observe([("a", True, "/alpha/a.md")], NOW)["a"].path == "/alpha/a.md"
+        seen = beta.observe([("a", True, "/beta/a.md"), ("b", True, "/beta/b.md")], NOW + 60)
+        assert (seen["a"].path, seen["b"].path) == ("/alpha/a.md", "/beta/b.md")
+        assert alpha.task_state("a").path == "/alpha/a.md"
+        off = beta.observe([("a", False, "/beta/a.md")], NOW + 120)["a"]
+        assert (off.enabled, off.path) == (False, "/alpha/a.md")
 
 
 def test_prune_with_many_tasks_keeps_going_past_the_kept_ones(store):
@@ -485,6 +531,7 @@ def test_the_history_page_filters_and_pages_by_id(store):
     assert page(before=a3) == [a2, b1, a1]
     assert page(2, before=a2, task_id="a") == [a1]
     assert page(task_id="") == [a3, a2, b1, a1]  # empty means any
+    assert page(task_id="a", started_from=NOW + 10, started_until=NOW + 40) == [a3, a2]
 
 
 def test_runs_version_changes_when_a_run_starts_or_ends(store):
@@ -581,6 +628,8 @@ def test_last_skipped_finds_this_periods_skip_by_its_reason(store):
     assert store.last_skipped(["a", "b"], "quiet") == {"a": MINUTE + 120, "b": MINUTE}
     assert store.last_skipped(["a"], "%") == {"a": MINUTE + 120}  # a % is no wildcard of ours
     assert store.last_skipped(["b"], "once%") == {}
+    assert store.last_skipped(["a"], "quiet%hours") == {}  # not "quiet<anything>hours"
+    assert store.last_skipped(["a"], "quiet h%") == {"a": MINUTE + 120}
     assert store.last_skipped([], "quiet") == {}
 
 
