@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -581,29 +583,36 @@ def test_a_home_reached_through_a_symlink_still_locks(tmp_path):
 WRITE_ONLY = r"""
 import os, sys
 from pathlib import Path
-from mdcron.run.locks import TaskLock
-os.setgid(65534); os.setuid(65534)
+from mdcron.run.locks import TaskLock, lock_path
+lock_path(Path("/"), "warm")  # (under mutmut: its hook loads its config while still root)
 before = sorted(os.listdir("/proc/self/fd"))
+os.setegid(65534); os.seteuid(65534)  # only the effective ids: what opening files checks
 try:
     TaskLock(Path(sys.argv[1])).try_acquire()
+    caught = "nothing"
 except OSError as exc:
-    print(type(exc).__name__, sorted(os.listdir("/proc/self/fd")) == before)
+    caught = type(exc).__name__
+os.seteuid(0); os.setegid(0)
+print(caught, sorted(os.listdir("/proc/self/fd")) == before)
 """
 
 
-def test_a_lock_file_it_cannot_read_is_an_error_that_leaks_no_descriptor(tmp_path):
+def test_a_lock_file_it_cannot_read_is_an_error_that_leaks_no_descriptor():
     if os.geteuid() != 0:
         pytest.skip("needs root: the test switches to another user")
-    folder = tmp_path / "locks"
-    folder.mkdir()
-    path = folder / "job.lock"
-    path.write_text("")
-    path.chmod(0o200)  # writable, not readable: the second open fails, the first must close
-    for made in (tmp_path, folder, path):
-        os.chown(made, 65534, 65534)
-    out = subprocess.run([sys.executable, "-c", WRITE_ONLY, str(path)], cwd=REPO, timeout=60,
-                         capture_output=True, text=True, env=bridged_env())
-    assert out.stdout.split() == ["PermissionError", "True"], out.stderr
+    folder = Path(tempfile.mkdtemp(prefix="mdcron-locks-"))  # reachable by that user
+    try:
+        folder.chmod(0o755)
+        path = folder / "job.lock"
+        path.write_text("")
+        path.chmod(0o200)  # writable, not readable: the second open fails, the first closes
+        for made in (folder, path):
+            os.chown(made, 65534, 65534)
+        out = subprocess.run([sys.executable, "-c", WRITE_ONLY, str(path)], cwd=REPO,
+                             timeout=60, capture_output=True, text=True, env=bridged_env())
+        assert out.stdout.split() == ["PermissionError", "True"], out.stderr
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_portalocker_takes_the_same_lock_where_flock_is_not_direct(tmp_path, monkeypatch):
