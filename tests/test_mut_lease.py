@@ -308,7 +308,7 @@ def test_the_thread_keeps_a_lease_past_its_span_until_dropped(hosts, tmp_path):
     assert acquire(b, "job", 2, "b:1:x", 60)[0].fence == 2
 
 
-def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capfd):
+def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capsys):
     a, b = hosts
     config = config_for(tmp_path)
     lease_a, _, _ = acquire(a, "job", 1, "a:1:x", SHORT)
@@ -319,14 +319,14 @@ def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capfd):
     keeper.add(lease_a, a)
     assert stopped(proc) == -signal.SIGTERM
     idle(keeper)
-    err = capfd.readouterr().err
+    err = capsys.readouterr().err
     assert (f"mdcron: job: its lease was taken over by another host (this tick could not renew"
             f" it in time); killed task process group {proc.pid}; its result will not be"
             " recorded as the run's") in err
     assert a.fenced_off is None  # the fence in the database refuses its writes already
 
 
-def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path, capfd):
+def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path, capsys):
     a, b = hosts
     config = config_for(tmp_path)
     run_id = claimed(a)
@@ -339,7 +339,7 @@ def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path
     idle(keeper)
     with pytest.raises(FencedOff, match="this host could not renew the lease of job for 5"):
         a.add_note(run_id, "late")
-    err = capfd.readouterr().err
+    err = capsys.readouterr().err
     assert ("(cut off from the database, or it answered too late): it stopped the run itself,"
             " before another host may take the lease (1.2 s + a 0.12 s margin after its last"
             f" renewal); killed task process group {proc.pid}; its result will not be recorded"
@@ -349,7 +349,7 @@ def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path
 
 
 def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(hosts, tmp_path,
-                                                                                capfd):
+                                                                                capsys):
     a, _ = hosts
     config = config_for(tmp_path, 3.0)
     lease, _, _ = acquire(a, "job", 1, "a:1:x", 60)
@@ -364,11 +364,11 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     assert proc.poll() is None and a.fenced_off is None
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert "mdcron:" not in capfd.readouterr().err
+    assert "mdcron:" not in capsys.readouterr().err
 
 
 def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts, tmp_path,
-                                                                          capfd):
+                                                                          capsys):
     a, _ = hosts
     config = config_for(tmp_path)
     lease, _, _ = acquire(a, "job", 1, "a:1:x", 60)
@@ -383,7 +383,7 @@ def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts,
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    err = capfd.readouterr().err
+    err = capsys.readouterr().err
     assert ("mdcron: the lease renewal got no answer within 0.4 s; trying again on a new"
             " connection") in err
     assert "mdcron: job: this host could not renew the lease of job for" in err
