@@ -287,6 +287,18 @@ def stopped(proc: subprocess.Popen) -> int:
         raise AssertionError("the task was not stopped") from None
 
 
+def said(capsys, text: str) -> str:
+    """Everything the tick printed to stderr once `text` is among it (its threads print)."""
+    seen: list[str] = []
+
+    def found() -> bool:
+        seen.append(capsys.readouterr().err)
+        return text in "".join(seen)
+
+    wait_until(found, f"stderr to say {text!r}")
+    return "".join(seen)
+
+
 def idle(keeper: Renewer) -> None:
     wait_until(lambda: keeper.thread is None, "the renewal thread to end")
 
@@ -319,10 +331,9 @@ def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capsys):
     keeper.add(lease_a, a)
     assert stopped(proc) == -signal.SIGTERM
     idle(keeper)
-    err = capsys.readouterr().err
-    assert (f"mdcron: job: its lease was taken over by another host (this tick could not renew"
-            f" it in time); killed task process group {proc.pid}; its result will not be"
-            " recorded as the run's") in err
+    said(capsys, f"mdcron: job: its lease was taken over by another host (this tick could"
+                 f" not renew it in time); killed task process group {proc.pid}; its result"
+                 " will not be recorded as the run's")
     assert a.fenced_off is None  # the fence in the database refuses its writes already
 
 
@@ -339,7 +350,7 @@ def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path
     idle(keeper)
     with pytest.raises(FencedOff, match="this host could not renew the lease of job for 5"):
         a.add_note(run_id, "late")
-    err = capsys.readouterr().err
+    err = said(capsys, "its result will not be recorded")
     assert ("(cut off from the database, or it answered too late): it stopped the run itself,"
             " before another host may take the lease (1.2 s + a 0.12 s margin after its last"
             f" renewal); killed task process group {proc.pid}; its result will not be recorded"
@@ -383,7 +394,7 @@ def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts,
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
-    err = capsys.readouterr().err
+    err = said(capsys, "its result will not be recorded")
     assert ("mdcron: the lease renewal got no answer within 0.4 s; trying again on a new"
             " connection") in err
     assert "mdcron: job: this host could not renew the lease of job for" in err
