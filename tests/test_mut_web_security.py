@@ -40,18 +40,17 @@ COOKIE = "mdcron_session_8765"
 
 async def echo(scope, receive, send) -> None:
     """The app behind the guard: what it was let through with, as JSON."""
-    if scope["type"] != "http":
-        scope.setdefault("seen", []).append(scope["type"])
-        return
-    body = b""
-    while True:
+    if scope["type"] == "lifespan":  # the server's start: answered through both layers
         message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body", False):
-            break
-    caller = caller_of(Request(scope))
+        await send({"type": message["type"] + ".complete"})
+        return
+    request = Request(scope, receive)
+    body = await request.body() if scope["method"] != "GET" else b""
+    caller = caller_of(request)
     payload = {"caller": asdict(caller) if caller else None, "body": body.decode("latin-1"),
                "csrf_form": bool(scope.get("state", {}).get("csrf_form"))}
+    if scope["path"] == "/after":  # what the server says once the body was read: it left
+        payload["after"] = (await receive())["type"]
     headers = [(b"content-type", b"application/json")]
     if scope["path"] == "/own-cache":
         headers.append((b"Cache-Control", b"max-age=5"))
@@ -94,9 +93,10 @@ class Dashboard:
         return f"{COOKIE}={sid}", session.csrf
 
     def request(self, method: str = "GET", path: str = "/", headers: dict | None = None,
-                raw_headers: list[tuple[bytes, bytes]] | None = None, query: bytes = b"",
+                raw_headers: list[tuple[bytes, bytes]] | None = None, query: bytes | None = b"",
                 body: list[dict] | None = None, client=("10.1.2.3", 5000),
-                scheme: str = "http", host: str | None = HOST) -> Answer:
+                scheme: str | None = "http", host: str | None = HOST) -> Answer:
+        """One request; scheme or query None: left out of the scope (ASGI's defaults apply)."""
         pairs = [] if host is None else [(b"host", host.encode())]
         pairs += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
         pairs += raw_headers or []
@@ -104,6 +104,9 @@ class Dashboard:
                  "method": method, "scheme": scheme, "path": path, "raw_path": path.encode(),
                  "query_string": query, "root_path": "", "headers": pairs, "client": client,
                  "server": ("127.0.0.1", 8765)}
+        for key, value in (("scheme", scheme), ("query_string", query)):
+            if value is None:
+                del scope[key]
         messages = list(body if body is not None else
                         [{"type": "http.request", "body": b"", "more_body": False}])
 
@@ -232,7 +235,7 @@ def test_a_session_cookie_makes_a_web_caller_with_its_label_and_csrf(dash):
         assert seen["caller"] == {"via": "web", "session": session.label,
                                   "csrf": session.csrf, "remote": "10.1.2.3"}, cookie
     for cookie in (f"mdcron_session_8766={sid}", f"x{COOKIE}={sid}", f"{COOKIE}x={sid}",
-                   f"{COOKIE}={sid}x", f"{COOKIE}=", sid):
+                   f"{COOKIE}={sid}x", f"{COOKIE}=XX{sid}", f"{COOKIE}=", sid):
         assert dash.request("GET", "/", headers={"Cookie": cookie}).status == 401, cookie
 
 
@@ -286,6 +289,14 @@ def test_a_session_post_needs_this_origin(dash):
     for headers in ({"Origin": HERE}, {"Origin": "HTTP://127.0.0.1:8765"},
                     {"Referer": HERE + "/tasks/a?x=1"}):
         assert dash.post(headers={"Cookie": cookie, "X-CSRF-Token": csrf, **headers}).seen
+
+
+def test_a_scope_without_scheme_or_query_takes_asgis_defaults(dash):
+    cookie, csrf = dash.login()
+    sent = {"Cookie": cookie, "X-CSRF-Token": csrf, "Origin": HERE}
+    assert dash.post(headers=sent, scheme=None, query=None).seen["caller"]["via"] == "web"
+    assert dash.post(headers={**sent, "Origin": "https://127.0.0.1:8765"},
+                     scheme=None).status == 403
 
 
 def test_the_default_port_counts_as_named(dash):
@@ -344,6 +355,11 @@ def test_the_body_reaches_the_app_once_read_and_bounded(dash):
     early = dash.post(headers=sent, body=[{"type": "http.request", "body": b"a=1",
                                            "more_body": True}, {"type": "http.disconnect"}])
     assert early.seen["body"] == "a=1"  # the client left: what came is what there is
+    implicit_end = [{"type": "http.request", "body": b"a=2"}]  # more_body: False by default
+    assert dash.post(headers=sent, body=implicit_end).seen["body"] == "a=2"
+    after = dash.post("/after", headers=sent, body=[*body_of(b"a=", b"3"),
+                                                    {"type": "http.disconnect"}]).seen
+    assert (after["body"], after["after"]) == ("a=3", "http.disconnect")  # the body once
 
 
 @pytest.mark.parametrize("api", [False, True])
@@ -431,16 +447,28 @@ def test_headers_are_added_to_an_answer_that_has_none(tmp_path):
 
 def test_a_lifespan_scope_passes_both_layers_untouched(dash):
     scope = {"type": "lifespan"}
+    sent: list[dict] = []
 
-    async def nothing() -> dict:
-        raise AssertionError("not read")
+    async def startup() -> dict:
+        return {"type": "lifespan.startup"}
 
-    async def ignore(message: dict) -> None:
-        raise AssertionError("not sent")
+    async def send(message: dict) -> None:
+        sent.append(message)
 
-    asyncio.run(dash.app(scope, nothing, ignore))
-    assert scope["seen"] == ["lifespan"]
-    assert "state" not in scope
+    asyncio.run(dash.app(scope, startup, send))
+    assert sent == [{"type": "lifespan.startup.complete"}]
+    assert scope == {"type": "lifespan"}  # no caller, no state: the guard judged nothing
+
+
+def test_a_request_the_guard_cannot_read_is_refused_not_let_through(dash):
+    """A header no rule foresaw (here a name that is not bytes, from an odd server)."""
+    odd = [("x-odd", b"1")]
+    page = dash.request("GET", "/", headers=bearer(), raw_headers=odd)
+    assert (page.status, page.text) == (400, "bad request headers\n")
+    api = dash.request("GET", "/api/tasks", headers=bearer(), raw_headers=odd)
+    assert (api.status, json.loads(api.body)) == (400, {"error": "bad request headers"})
+    post = dash.post("/api/tasks/a/run", headers=bearer(), raw_headers=odd)
+    assert post.status == 400 and post.header("connection") == ["close"]
 
 
 # ------------------------------------------------------------------------ the public helpers
