@@ -44,7 +44,8 @@ OWNER = Owner(pid=4242, start=1, boot="boot")
 SHORT = 0.3  # seconds: a lease left to lapse by the database's clock
 
 
-def wait_until(check, what: str, seconds: float = 30.0) -> None:
+def wait_until(check, what: str, seconds: float = 10.0) -> None:
+    """Every awaited event here comes within a second or two: 10 s is a loaded machine."""
     give_up = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < give_up, f"waited {seconds} s for {what}"
@@ -263,13 +264,16 @@ def config_for(home: Path, seconds: float = 1.2) -> Config:
     return Config(home=home, lease_seconds=seconds, kill_grace=1.0)
 
 
-def running_task(config: Config, task_id: str = "job", run_id: int = 1) -> subprocess.Popen:
-    """A task process of this tick, named in the task's lock file as a run would be."""
+def running_task(config: Config, task_id: str = "job", run_id: int = 1,
+                 tick: int | None = None) -> subprocess.Popen:
+    """A task process of this tick (or of the tick `tick`), named in the task's lock file as a
+    run would be."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                             start_new_session=True)
     wait_until(lambda: process_start_time(proc.pid) is not None, "the task to start")
-    info = LockInfo(task_id=task_id, run_id=run_id, tick_pid=os.getpid(),
-                    tick_start=process_start_time(os.getpid()), boot_id=boot_id(),
+    tick = os.getpid() if tick is None else tick
+    info = LockInfo(task_id=task_id, run_id=run_id, tick_pid=tick,
+                    tick_start=process_start_time(tick), boot_id=boot_id(),
                     pgid=proc.pid, child_start=process_start_time(proc.pid),
                     started_at=NOW, deadline=NOW + 3600)
     path = lock_path(config.locks_dir, task_id)
@@ -280,7 +284,7 @@ def running_task(config: Config, task_id: str = "job", run_id: int = 1) -> subpr
 
 def stopped(proc: subprocess.Popen) -> int:
     try:
-        return proc.wait(30)
+        return proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -412,6 +416,7 @@ def test_a_replace_request_from_another_host_stops_the_run(hosts, tmp_path):
     assert stopped(proc) == -signal.SIGTERM
     row = a.run(run_id)
     assert row["status"] == Outcome.SKIPPED.value
+    assert time.time() - 30 < row["finished_at"] <= time.time()  # the real time: no tick clock
     assert row["error"] == "replaced by slot 12:01 on host b: stopped (TERM, grace, KILL)"
     assert a.get_meta(REPLACED + "job") == f"{run_id}\treplaced by slot 12:01 on host b"
     assert a.get_meta(REPLACE_REQUEST + "job") is None  # taken: one host acts on it
@@ -440,7 +445,31 @@ def test_without_a_replace_request_or_the_option_the_run_goes_on(hosts, tmp_path
     assert a.run(run_id)["status"] == "running"
 
 
-def test_the_process_has_one_renewer_with_the_latest_settings(hosts, tmp_path):
+def test_a_replace_request_for_a_run_of_another_tick_is_taken_but_stops_nothing(hosts,
+                                                                                tmp_path):
+    a, b = hosts
+    config = config_for(tmp_path)
+    run_id = claimed(a)
+    lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
+    proc = running_task(config, run_id=run_id, tick=os.getppid())  # not this process's run
+    b.set_meta(REPLACE_REQUEST + "job", "replaced by slot 12:01 on host b")
+    keeper = Renewer(config, a)
+    keeper.add(lease, a, replace=True)
+    wait_until(lambda: a.get_meta(REPLACE_REQUEST + "job") is None, "the request to be taken")
+    until = b.lease_busy("job").until
+    wait_until(lambda: b.lease_busy("job").until > until, "the next renewal")
+    assert proc.poll() is None and a.run(run_id)["status"] == "running"
+    assert a.get_meta(REPLACED + "job") is None
+    keeper.drop(lease)
+    idle(keeper)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_the_process_has_one_renewer_with_the_latest_settings(hosts, tmp_path, monkeypatch):
+    from mdcron.hosts import lease as lease_module
+
+    monkeypatch.setattr(lease_module, "_renewer", None)  # a new process: none made yet
     a, b = hosts
     first = renewer(config_for(tmp_path), a)
     newer = config_for(tmp_path, 30)
