@@ -309,7 +309,7 @@ def idle(keeper: Renewer) -> None:
 
 def test_the_thread_keeps_a_lease_past_its_span_until_dropped(hosts, tmp_path):
     a, b = hosts
-    config = config_for(tmp_path)
+    config = config_for(tmp_path, 2.0)
     lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
     keeper = Renewer(config, a)
     keeper.add(lease, a)
@@ -406,7 +406,7 @@ def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts,
 
 def test_a_replace_request_from_another_host_stops_the_run(hosts, tmp_path):
     a, b = hosts
-    config = config_for(tmp_path)
+    config = config_for(tmp_path, 3.0)
     run_id = claimed(a)
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", 60)
     proc = running_task(config, run_id=run_id)
@@ -426,7 +426,7 @@ def test_a_replace_request_from_another_host_stops_the_run(hosts, tmp_path):
 
 def test_without_a_replace_request_or_the_option_the_run_goes_on(hosts, tmp_path):
     a, b = hosts
-    config = config_for(tmp_path)
+    config = config_for(tmp_path, 3.0)
     run_id = claimed(a)
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
     proc = running_task(config, run_id=run_id)
@@ -448,7 +448,7 @@ def test_without_a_replace_request_or_the_option_the_run_goes_on(hosts, tmp_path
 def test_a_replace_request_for_a_run_of_another_tick_is_taken_but_stops_nothing(hosts,
                                                                                 tmp_path):
     a, b = hosts
-    config = config_for(tmp_path)
+    config = config_for(tmp_path, 3.0)
     run_id = claimed(a)
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
     proc = running_task(config, run_id=run_id, tick=os.getppid())  # not this process's run
