@@ -168,13 +168,14 @@ def test_an_old_holders_release_leaves_the_new_lease_alone(hosts):
 def test_after_expiry_another_host_takes_over_and_learns_the_rows_to_close(hosts):
     a, b = hosts
     run_id = claimed(a)
-    taken_at = time.time()
+    before = time.time()
     lease_a, _, _ = acquire(a, "job", run_id, "a:1:x", SHORT)
+    after = time.time()
     lapse(b)
     got = b.take_lease("job", run_id + 1, "b:1:x", SHORT)  # hosts share lease_seconds
     assert isinstance(got, Granted) and got.fence == 2 and got.taken == [run_id]
     assert got.old_host == "a"
-    assert taken_at - 2 <= got.last_renewed <= taken_at + 2  # a's last renewal, db clock
+    assert before - 0.1 <= got.last_renewed <= after + 0.1  # a's take, by the db's clock
     assert b.lease("job") == LeaseRow("b:1:x", "b", run_id + 1, 2)
     assert not renew(a, lease_a, 60)  # a cannot win it back
     assert b.lease("job").holder == "b:1:x"
@@ -339,6 +340,25 @@ def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capsys):
                  f" not renew it in time); killed task process group {proc.pid}; its result"
                  " will not be recorded as the run's")
     assert a.fenced_off is None  # the fence in the database refuses its writes already
+
+
+def test_a_lease_taken_over_never_stops_another_ticks_run(hosts, tmp_path, capsys):
+    """The task's lock names a run of another tick (this one's run already ended there)."""
+    a, b = hosts
+    config = config_for(tmp_path)
+    lease_a, _, _ = acquire(a, "job", 1, "a:1:x", SHORT)
+    lapse(b)
+    acquire(b, "job", 2, "b:1:x", 60)
+    proc = running_task(config, tick=os.getppid())
+    keeper = Renewer(config, a)
+    keeper.add(lease_a, a)
+    said(capsys, "mdcron: job: its lease was taken over by another host (this tick could not"
+                 " renew it in time); no process to stop; its result will not be recorded as"
+                 " the run's")
+    idle(keeper)
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path, capsys):
