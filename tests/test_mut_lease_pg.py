@@ -14,6 +14,7 @@ from mdcron.core.clock import minute_floor
 from mdcron.core.outcome import Outcome
 from mdcron.hosts.lease import (
     FencedOff,
+    Renewer,
     acquire,
     holder_id,
     lost_reason,
@@ -152,3 +153,19 @@ def test_the_statements_use_postgresqls_clock(hosts):
     short, _, _ = acquire(a, "job", None, "a:2:x", SHORT)
     wait_until(lambda: b.lease_busy("job") is None, "the lease to lapse")
     assert not renew(a, short, 60) and not a.extend_lease("job", 60)
+
+
+def test_the_renewal_thread_keeps_a_postgresql_lease_on_its_own_connection(hosts, tmp_path):
+    a, b = hosts
+    config = Config(home=tmp_path, lease_seconds=2.0)
+    lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
+    keeper = Renewer(config, a)
+    keeper.add(lease, a)
+    end = time.monotonic() + 2 * lease_span(config.lease_seconds)
+    while time.monotonic() < end:  # two spans: held only because it is renewed, on PostgreSQL
+        assert b.lease_busy("job") is not None, "the lease lapsed while held"
+        time.sleep(0.05)
+    assert a.fenced_off is None
+    keeper.drop(lease)
+    wait_until(lambda: keeper.thread is None, "the renewal thread to end")
+    wait_until(lambda: b.lease_busy("job") is None, "the lease to lapse once dropped")
