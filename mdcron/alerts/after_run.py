@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from ..core.outcome import Outcome, RunResult
 from ..core.units import format_duration
-from ..run.escalation_policy import Step
 from ..settings.config import Config
 from ..state.store import Store, state_store
 from ..tasks.task import Task
@@ -54,7 +53,7 @@ def events_for(outcome, was_alerted: bool) -> list[Event]:  # outcome: ladder.La
         return []
     ladder = outcome.summary() if len(outcome.steps) > 1 else ""
     diff = "\n".join(h.diff for h in outcome.heals if h.diff)
-    if outcome.decision is Step.SUSPEND:
+    if outcome.decision == "suspend":  # escalation_policy.Step.SUSPEND (a StrEnum)
         nxt = (f"suspended: {outcome.reason}. `enabled: false` and `disabled_reason:"
                f" auto_suspended` were written into {task.path.name}; fix the cause, then run"
                f" `scheduler.py enable {task.id}`.")
