@@ -66,7 +66,7 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         error = traceback.format_exc()
         say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
         if not args.dry_run:
-            from ..alerts.after_run import tick_crashed
+            from .emergency import tick_crashed
 
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
