@@ -68,7 +68,6 @@ KNOWN_UPWARD = {
     "mdcron.schedule.chains -> mdcron.run.dispatch",
     "mdcron.schedule.chains -> mdcron.run.locks",
     "mdcron.schedule.chains -> mdcron.run.resource_runs",
-    "mdcron.state.dbguard -> mdcron.alerts.notify",
     "mdcron.state.idle -> mdcron.alerts.heartbeat",
     "mdcron.state.idle -> mdcron.schedule.pause",
     "mdcron.state.pgidle -> mdcron.hosts.files",

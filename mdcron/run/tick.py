@@ -171,7 +171,7 @@ def run_tick(
                             environ if environ is not None else os.environ)
         guard = store.metas_with_prefix("database_")  # dbguard.py: a recreated database
         if "database_recreated" in guard:  # alert once
-            from ..state.dbguard import alert_if_recreated
+            from ..alerts.recreated import alert_if_recreated  # lazy: only after a recreation
 
             alert_if_recreated(store, config, now, say)
         report.recovered = recover(config, store, now, owner.pid)
