@@ -17,17 +17,7 @@ PACKAGE = REPO / "mdcron"
 KNOWN_ON_CIRCLES = {
     "mdcron.cli.commands",
     "mdcron.cli.daemon",
-    "mdcron.cli.doctor",
     "mdcron.cli.main",
-    "mdcron.web.actions",
-    "mdcron.web.api",
-    "mdcron.web.app",
-    "mdcron.web.data",
-    "mdcron.web.login",
-    "mdcron.web.pages",
-    "mdcron.web.runlog",
-    "mdcron.web.server",
-    "mdcron.web.upcoming",
 }
 
 

@@ -203,7 +203,7 @@ def _destinations(config: Config, warnings: Sequence[Problem],
 def _crontab_or_daemon(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
     """The crontab line, and the daemon when one runs (or died): either one starting the
     ticks is enough."""
-    from .daemon import daemon_status
+    from .daemon_lock import daemon_status
 
     crontab = _crontab(home, environ)
     found = daemon_status(home, now)

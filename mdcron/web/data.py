@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
+from ..cli.history_rows import history_json
 from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state, outside_lines
 from ..core import safe_fs
 from ..core.clock import to_dt
@@ -96,11 +97,6 @@ def _decoded(view) -> list[Task]:
         _TASKS.clear()
     return tasks
 
-
-def history_json(row: dict) -> dict:
-    from ..cli.commands import _history_json
-
-    return _history_json(row)
 
 
 @lru_cache(maxsize=4096)
