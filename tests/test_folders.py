@@ -66,7 +66,6 @@ KNOWN_UPWARD = {
     "mdcron.run.tick -> mdcron.selfheal.healer",
     "mdcron.schedule.chains -> mdcron.alerts.notify",
     "mdcron.schedule.chains -> mdcron.run.dispatch",
-    "mdcron.schedule.chains -> mdcron.run.locks",
     "mdcron.schedule.chains -> mdcron.run.resource_runs",
     "mdcron.state.idle -> mdcron.alerts.heartbeat",
     "mdcron.state.idle -> mdcron.schedule.pause",

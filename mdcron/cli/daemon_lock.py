@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from ..core import safe_fs
+from ..core.lock_info import process_matches
 from ..core.units import format_duration
-from ..run.locks import process_matches
 
 LOCK_NAME = "daemon.lock"
 

@@ -264,7 +264,8 @@ class Renewer:
         why = store.get_meta(REPLACE_REQUEST + task_id)
         if not why or not store.take_meta(REPLACE_REQUEST + task_id):
             return
-        from ..run.locks import lock_path, read_info, stop_run_tree  # lazy: run/ is above hosts/
+        from ..core.lock_info import lock_path, read_info
+        from ..run.locks import stop_run_tree  # lazy: run/ is above hosts/
 
         info = read_info(lock_path(self.config.locks_dir, task_id))
         if info is None or info.tick_pid != os.getpid():
@@ -276,7 +277,8 @@ class Renewer:
                          daemon=True).start()
 
     def _stop(self, h: Held, why: str) -> None:
-        from ..run.locks import kill_holder, lock_path, read_info  # lazy: run/ is above hosts/
+        from ..core.lock_info import lock_path, read_info
+        from ..run.locks import kill_holder  # lazy: run/ is above hosts/
 
         seconds = self.config.lease_seconds
         info = read_info(lock_path(self.config.locks_dir, h.lease.task_id))

@@ -91,7 +91,8 @@ def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
     over: the run's row was closed by another host and the task's lease is that host's now
     (lease.py). Its task's process group still holds the local lock: kill it, so the task does
     not go on running beside the newer run. Lines to say."""
-    from ..run.locks import holder_alive, kill_holder, read_info
+    from ..core.lock_info import holder_alive, read_info
+    from ..run.locks import kill_holder
 
     done = []
     try:

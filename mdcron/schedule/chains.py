@@ -190,7 +190,7 @@ def decide_many(task: Task, state: TaskState, ups: dict[str, list[UpSlot]],
 
 def upstream_busy(config: object, task_id: str) -> bool:
     """The upstream's ladder is still going (its lock is held by a live run)."""
-    from ..run.locks import holder_alive, lock_path, read_info
+    from ..core.lock_info import holder_alive, lock_path, read_info  # lazy: only for a chain
 
     # type: ignore[attr-defined]
     return holder_alive(read_info(lock_path(config.locks_dir, task_id)))

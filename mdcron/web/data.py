@@ -331,7 +331,7 @@ def run_log_bytes(config: Config, run_id: int) -> bytes:
 
 def _timeout_of(config: Config, row: dict) -> float | None:
     """The running run's timeout in seconds, as its lock records it (the holder's deadline)."""
-    from ..run.locks import lock_path, read_info
+    from ..core.lock_info import lock_path, read_info
 
     info = read_info(lock_path(config.locks_dir, str(row["task_id"])))
     if info is None or info.run_id != row["id"]:
@@ -371,7 +371,7 @@ def health_view(home: Path, config: Config | None, now: float) -> dict:
     """Doctor's checks (from this process's cached task set, read once), the tick's own view
     of its secrets, the outbox, the locks, the resources, maintenance mode, the hosts."""
     from ..cli.doctor import run_doctor
-    from ..run.locks import holder_alive, read_info
+    from ..core.lock_info import holder_alive, read_info
     from ..schedule.pause import maintenance
 
     found = None
