@@ -151,7 +151,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         if outcome.final.log_path:
             print(f"log: {outcome.final.log_path}", flush=True)
         if outcome.final.ok and not no_chain:  # issue 12: its chain runs now, in order
-            from ..schedule.chains import run_chain_after_manual
+            from ..run.chain_rounds import run_chain_after_manual
 
             run_chain_after_manual(ctx, store, healer, print, started_by=run_id)
         from ..run.pings import wait_all  # lazy: as the ladder; issue 26: ping_url

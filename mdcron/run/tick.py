@@ -285,7 +285,7 @@ def run_tick(
         for task, rid, o in follower.join() if follower else ():
             report.ladders.append(o)
             report.results.append((task, rid, o.final))
-        from ..schedule.chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
+        from .chain_rounds import run_rounds  # issue 12: downstreams whose upstreams succeeded
 
         for task, rid, o in run_rounds(ctx, store, candidates, broken,
                                        lambda items: run_all(ctx, items, say, healer), say,
