@@ -59,8 +59,6 @@ KNOWN_UPWARD = {
     "mdcron.alerts.incidents -> mdcron.run.process",
     "mdcron.cli.commands -> mdcron.web.server",
     "mdcron.hosts.lease -> mdcron.run.locks",
-    "mdcron.hosts.peers -> mdcron.run.locks",
-    "mdcron.hosts.shared_tick -> mdcron.run.spool_ladder",
     "mdcron.run.recovery -> mdcron.selfheal.unfinished",
     "mdcron.run.retention -> mdcron.selfheal.healer",
     "mdcron.run.tick -> mdcron.selfheal.healer",

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
-from ..hosts import shared_tick
 from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config
@@ -30,7 +29,7 @@ from ..state.idle import FUTURE_SLACK
 from ..state.store import Store, TaskState, last_tick, state_store
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
-from . import pings
+from . import pings, shared_tick
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .environment import record_seen_secrets
