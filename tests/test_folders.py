@@ -60,7 +60,6 @@ KNOWN_UPWARD = {
     "mdcron.cli.commands -> mdcron.web.server",
     "mdcron.hosts.lease -> mdcron.run.locks",
     "mdcron.run.recovery -> mdcron.selfheal.unfinished",
-    "mdcron.run.retention -> mdcron.selfheal.healer",
     "mdcron.run.tick -> mdcron.selfheal.healer",
     "mdcron.state.idle -> mdcron.alerts.heartbeat",
     "mdcron.state.idle -> mdcron.schedule.pause",
