@@ -151,7 +151,7 @@ def kill_holder(info: LockInfo, grace: float) -> list[str]:
     """Kill a stale holder: the task's whole process group first, then, if the tick that holds
     the lock is itself still alive (hung), that tick. Only processes whose identity matches the
     record are touched. Returns what was done, for the log."""
-    from .process import kill_process_group
+    from .process_group import kill_process_group
 
     done: list[str] = []
     if info.pgid and process_matches(info.pgid, info.child_start, info.boot_id):
@@ -171,7 +171,7 @@ def kill_holder(info: LockInfo, grace: float) -> list[str]:
 def stop_run_tree(info: LockInfo, grace: float) -> list[str]:
     """Issue 26 (`overlap: replace`): stop a live run's processes (its group, then what left
     it), never its tick: the tick lives on, records the stop and ends the run's ladder."""
-    from .process import kill_process_group
+    from .process_group import kill_process_group
 
     done = []
     if info.pgid and process_matches(info.pgid, info.child_start, info.boot_id):
