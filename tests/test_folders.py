@@ -61,8 +61,6 @@ KNOWN_UPWARD = {
     "mdcron.alerts.incidents -> mdcron.run.process",
     # the `web` command starts the top layer (cli/__init__.py: the one import of web)
     "mdcron.cli.commands -> mdcron.web.server",
-    # the renewer stops a run whose lease was lost: pass kill/stop down from run/
-    "mdcron.hosts.lease -> mdcron.run.locks",
     # the healer is made by the tick: have its caller (cli) make it and pass it in
     "mdcron.run.recovery -> mdcron.selfheal.unfinished",
     "mdcron.run.tick -> mdcron.selfheal.healer",
