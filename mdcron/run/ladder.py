@@ -138,7 +138,7 @@ def not_now(ctx: RunContext, store: Store, task: Task, run_id: int,
     """The task's previous run still runs (`busy` says where). A plain slot is `skipped`, not
     queued. A chain's downstream (issue 23) is owed one run per upstream success: its claim is
     given back, unrecorded, and a later round or tick (any host) claims it again once the
-    previous run ended (chains.run_rounds waits within the chain window)."""
+    previous run ended (chain_rounds.run_rounds waits within the chain window)."""
     row = store.run(run_id) or {}
     queued = task.after or task.overlap in ("queue", "replace")  # issue 26: overlap.py
     if (queued and row.get("trigger") == "schedule" and row.get("attempt") == 1

@@ -14,15 +14,19 @@ import time
 from pathlib import Path
 
 from ..core import safe_fs
-from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
-from ..core.zones import abbreviation_warning, unknown_zone
 from ..settings.config import Config
 from . import lenient
+from .cross_checks import (
+    check_issue12_keys,
+    check_issue26_keys,
+    check_kind,
+    check_paths,
+    check_schedule,
+)
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
-from .key_checks import CHECKS, KNOWN_KEYS, NULL_OK, Bad, show, task_id
+from .key_checks import CHECKS, KNOWN_KEYS, NULL_OK, Bad, show
 from .not_tasks import NOT_A_TASK, not_a_task
-from .paths import PathError, script_path, script_problem, script_word, task_cwd
 from .task import Task
 from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 
@@ -326,10 +330,10 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
                 key=key,
                 line=report.close_line,
             )
-    _check_schedule(values, report, config)
-    _check_issue12_keys(values, report, config)
-    _check_issue26_keys(values, report)
-    _check_kind(values, body, report)
+    check_schedule(values, report, config)
+    check_issue12_keys(values, report, config)
+    check_issue26_keys(values, report)
+    check_kind(values, body, report)
     if "cwd" in values and "cwd_policy" in values:
         report.error("cwd_policy: set either cwd or cwd_policy, not both", key="cwd_policy")
     if report.failed:
@@ -338,134 +342,5 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
     if not values["title"]:
         values["title"] = values["id"]
     task = Task(path=report.path, body=body, **values)  # type: ignore[arg-type]
-    _check_paths(task, report, config)
+    check_paths(task, report, config)
     return task
-
-
-def _check_schedule(values: dict[str, object], report: _Report, config: Config) -> None:
-    zone = None
-    if "timezone" in values:
-        try:
-            zone = resolve_zone(values["timezone"])  # type: ignore[arg-type]
-        except ScheduleError:
-            report.error(f"timezone: {unknown_zone(values['timezone'])}", key="timezone")
-        else:
-            if warning := abbreviation_warning(values["timezone"]):  # type: ignore[arg-type]
-                report.warn(f"timezone: {warning}", key="timezone")
-    if zone is None:
-        zone = resolve_zone(config.timezone)  # checked when the config was loaded
-    # type: ignore[arg-type]
-    if "schedule" not in values or _after_words(values["schedule"]) is not None:
-        return  # a chain: checked by _check_issue12_keys
-    try:
-        parse_schedule(values["schedule"], zone)  # type: ignore[arg-type]
-    except ScheduleError as exc:
-        report.error(f"schedule: {exc}", key="schedule")
-
-
-def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
-    run_as = values.get("run_as", "shell")
-    reported = any(p.key == "command" for p in report.problems)
-    if run_as in ("shell", "script") and "command" not in values and not reported:
-        example = "./backup.sh" if run_as == "script" else "echo hello"
-        if report.raw.get("command", "").partition(":")[2].strip().startswith("#"):
-            report.error(  # issue 25: `command: #!/bin/sh …` or `command: # …` reads as empty
-                "command: empty, because YAML reads ' #' and what follows as a comment"
-                + lenient.quote_command(report.raw.get("command", ""), why=False),
-                key="command")
-            return
-        report.error(
-            f"command: missing; run_as: {run_as} needs a command, e.g. command: {example}",
-            key="command",
-            line=report.lines.get("run_as", report.close_line),
-        )
-    prompt = values.get("prompt")
-    if run_as == "claude" and not (isinstance(prompt, str) and prompt.strip()) and not body:
-        report.error(
-            "prompt: missing; run_as: claude needs a prompt: a prompt key or the text below "
-            "the closing '---'",
-            key="prompt",
-            line=report.lines.get("run_as"),
-        )
-    for key in ("user", "group"):
-        if run_as == "claude" and key in values:
-            report.error(
-                f"{key}: a Claude prompt task runs inside the tick, as the tick's user, so "
-                f"{key}: cannot apply; remove it, or run claude as a shell task "
-                "(run_as: shell, command: claude -p ...) to give it its own user",
-                key=key,
-            )
-    for key in ("memory_max", "nice", "io_class"):  # issue 26: limits of a process
-        if run_as == "claude" and key in values:
-            report.error(f"{key}: a Claude prompt task runs inside the tick, so no limit of its "
-                         "own can apply; remove it, or run claude as a shell task", key=key)
-
-
-def _check_paths(task: Task, report: _Report, config: Config) -> None:
-    key = "cwd" if task.cwd is not None else "cwd_policy"
-    try:
-        cwd = task_cwd(task, config)
-    except PathError as exc:
-        report.error(f"{key}: {exc}", key=key)
-        return
-    if key == "cwd" and not cwd.is_dir():
-        state = "is not a folder" if cwd.exists() else "does not exist (yet)"
-        report.warn(f"cwd: {cwd} {state}; runs will fail until it is a folder", key="cwd")
-    if task.run_as == "script":
-        try:
-            script = script_path(task, config)
-        except PathError as exc:
-            report.error(f"command: {exc}", key="command")
-            return
-        if problem := script_problem(script, script_word(task.command or "")):
-            report.warn(f"command: {problem}", key="command")
-
-
-def _after_words(schedule: str) -> list[str] | None:
-    """`schedule: after extract, fetch` -> ["extract", "fetch"]; None when not a chain."""
-    words = schedule.replace(",", " ").split()
-    if not words or words[0] != "after":
-        return None
-    return words[1:]
-
-
-def _check_issue26_keys(values: dict[str, object], report: _Report) -> None:
-    """A jitter on a chain (it starts when its upstream succeeds), a delay without retries."""
-    if values.get("jitter") and values.get("after"):
-        report.error("jitter: a chain starts when its upstream succeeds, not at a slot; remove "
-                     "jitter (or put it on the upstream)", key="jitter")
-    if "retry_delay" in values and not values.get("retry"):
-        report.warn("retry_delay: has no effect without retries; add retry: 3 (or remove it)",
-                    key="retry_delay")
-
-
-def _check_issue12_keys(values: dict[str, object], report: _Report, config: Config) -> None:
-    """Chains (`schedule: after x` / `after:`) and `uses:` against the config's resources.
-    Cross-file checks (unknown upstream, cycles) are in chains.check_graph."""
-    # type: ignore[arg-type]
-    words = _after_words(values["schedule"]) if "schedule" in values else None
-    listed = values.get("after", ())
-    if words is not None:
-        try:
-            names = tuple(dict.fromkeys([*(task_id(w) for w in words), *listed]))  # type: ignore[misc]
-        except Bad as exc:
-            report.error(f"schedule: after: {exc}", key="schedule")
-            return
-        if not names:
-            report.error('schedule: "after" needs the upstream task, e.g. schedule: after '
-                         "extract, or after: [extract, fetch] with schedule: after", key="schedule")
-        values["after"] = names
-    elif listed:
-        report.error("after: only works with schedule: after (the upstream decides when this "
-                     "runs); write schedule: after", key="after")
-    if values.get("id") in values.get("after", ()):  # type: ignore[operator]
-        report.error("after: a task cannot run after itself", key="after")
-    resources = config.resources
-    for name in values.get("uses", ()):  # type: ignore[attr-defined]
-        if name not in resources:
-            import difflib  # lazy: only for a misspelt resource
-
-            near = difflib.get_close_matches(name, sorted(resources), n=1, cutoff=0.6)
-            hint = (f"did you mean {near[0]!r}?" if near else
-                    f"add it to scheduler.yaml, e.g. resources: {{{name}: 1}}")
-            report.error(f"uses: unknown resource {name!r}; {hint}", key="uses")
