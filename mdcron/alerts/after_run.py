@@ -13,8 +13,7 @@ Rules:
 
 Lazy imports: most ladders and ticks end with nothing to say, so the outbox (notify), incidents,
 the task-file parser and hashing load only when an alert, an incident or a resolution is
-written; cli.doctor sits above alerts in the layers and is imported back only to build the
-direct alert of a tick that cannot use its database.
+written. A tick that crashed is told by cli/emergency.py (it may have no database to write to).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from dataclasses import dataclass
 
 from ..core.outcome import Outcome, RunResult
 from ..core.units import format_duration
-from ..run.escalation_policy import Step
 from ..settings.config import Config
 from ..state.store import Store, state_store
 from ..tasks.task import Task
@@ -54,7 +52,7 @@ def events_for(outcome, was_alerted: bool) -> list[Event]:  # outcome: ladder.La
         return []
     ladder = outcome.summary() if len(outcome.steps) > 1 else ""
     diff = "\n".join(h.diff for h in outcome.heals if h.diff)
-    if outcome.decision is Step.SUSPEND:
+    if outcome.decision == "suspend":  # escalation_policy.Step.SUSPEND (a StrEnum)
         nxt = (f"suspended: {outcome.reason}. `enabled: false` and `disabled_reason:"
                f" auto_suspended` were written into {task.path.name}; fix the cause, then run"
                f" `scheduler.py enable {task.id}`.")
@@ -285,33 +283,3 @@ def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
             finish_tick(store, config, now, True, environ, say)
     except Exception as exc:
         say(f"mdcron: could not record the duplicate-id alert: {exc!r}")
-
-
-def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, str],
-                 say: Say) -> None:
-    """The tick itself failed: forced alert 'tick crashed, tasks are not running' and an
-    incident, sent at once. Never raises (it is already the error path). When the database
-    cannot take the alert (damaged, read-only: often why the tick crashed), it goes directly."""
-    from ..cli.doctor import database_check
-
-    check = database_check(config.home)
-    if check.status == "fail":  # say what is wrong with it and how to recover
-        say(f"mdcron: {check.detail}; fix: {check.fix}")
-        error = f"{error}\n{check.detail}\nfix: {check.fix}"
-    recorded = False
-    try:
-        with state_store(config) as store:
-            recorded = scheduler_alert(store, config, kind="tick_crashed",
-                                       title="mdcron: tick crashed, tasks are not running",
-                                       body=f"The tick failed with:\n{error[-3000:]}", now=now,
-                                       environ=environ, say=say)
-            if recorded:
-                finish_tick(store, config, now, True, environ, say)
-    except Exception as exc:
-        say(f"mdcron: could not record the crash alert: {exc!r}")
-    if not recorded:
-        from ..cli.doctor import store_error_alert
-
-        problem = "the tick crashed and the state database could not record it"
-        for line in store_error_alert(config, f"{problem}:\n{error[-2000:]}", environ, now):
-            say(f"mdcron: {line}")

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..run.environment import is_secret
+from ..settings.config import is_secret
 from ..state.store import Store
 
 SCHEDULER_TASK = "*"  # task_id of scheduler-level incidents (duplicate ids, crashed ticks)

@@ -1,3 +1,3 @@
 """The Anthropic client at arm's length, prompt templates, and comments read before a run. May
-import: core, settings, tasks, state, schedule, hosts.
+import: core, settings, tasks, state, schedule, alerts, hosts.
 """

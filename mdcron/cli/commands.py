@@ -33,6 +33,8 @@ from ..state.store import (
 )
 from ..state.trouble import describe, is_trouble
 from .audit import record_cli
+from .history_rows import history_json as _history_json
+from .history_rows import run_note as _note
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
 
@@ -66,7 +68,7 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         error = traceback.format_exc()
         say.error(f"mdcron: tick crashed, tasks are not running:\n{error}")
         if not args.dry_run:
-            from ..alerts.after_run import tick_crashed
+            from .emergency import tick_crashed
 
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
@@ -149,7 +151,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         if outcome.final.log_path:
             print(f"log: {outcome.final.log_path}", flush=True)
         if outcome.final.ok and not no_chain:  # issue 12: its chain runs now, in order
-            from ..schedule.chains import run_chain_after_manual
+            from ..run.chain_rounds import run_chain_after_manual
 
             run_chain_after_manual(ctx, store, healer, print, started_by=run_id)
         from ..run.pings import wait_all  # lazy: as the ladder; issue 26: ping_url
@@ -262,21 +264,6 @@ NO_KEY_HEAL = ("ANTHROPIC_API_KEY is not set: failures are not healed (set it wh
                " runs; `doctor` says how)")
 
 
-def _history_json(row: dict) -> dict:
-    from .queries import iso
-
-    out = {k: v for k, v in row.items() if k not in ("owner_pid", "owner_start", "owner_boot")}
-    for key in ("scheduled_for", "started_at", "finished_at"):
-        out[key] = iso(row[key])  # type: ignore[arg-type]
-    out["run_id"] = row["id"]
-    out["note"] = _note(row) or None  # e.g. "self-heal not attempted: ..."
-    try:  # issue 25: an object, not JSON inside a string
-        out["extra"] = json.loads(row["extra"]) if row.get("extra") else None
-    except (TypeError, ValueError):
-        pass  # not JSON: kept as the text it is
-    return out
-
-
 def cmd_history(config: Config, args: argparse.Namespace) -> int:
     from .fit import terminal_width
     from .render import print_json
@@ -310,14 +297,6 @@ def _error_text(row: dict) -> str:
         except ValueError:
             pass
     return "; ".join(t for t in (str(row.get("error") or ""), _note(row)) if t)
-
-
-def _note(row: dict) -> str:
-    try:
-        extra = json.loads(str(row.get("extra") or "{}"))
-    except ValueError:
-        return ""
-    return str(extra.get("note") or "") if isinstance(extra, dict) else ""
 
 
 def _jitter_of(task: object, config: Config) -> float:

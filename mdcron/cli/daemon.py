@@ -54,7 +54,6 @@ from pathlib import Path
 from ..core import safe_fs
 from ..core.outcome import Outcome
 from ..core.private_files import open_private
-from ..core.units import format_duration
 from ..run.locks import (
     boot_id,
     kill_leftovers,
@@ -66,6 +65,7 @@ from ..run.process import kill_process_group
 from ..run.procguard import become_subreaper
 from ..settings.config import Config, ConfigError, load_config
 from ..state.store import StoreError, state_store
+from .daemon_lock import LOCK_NAME, read_holder
 from .main import build_parser
 from .warm import EX_STALE
 
@@ -73,7 +73,6 @@ WARM_LEAD = 5.0  # seconds before a boundary the next tick is started, warmed an
 PAST_BOUNDARY = 0.0005  # wake this long after the boundary: its minute has surely begun
 MAX_NAP = 1.0  # re-read the wall clock at least this often: a clock step is seen within 1 s
 JUMP = 2.0  # wall time moving this much more (or less) than monotonic time is a clock step
-LOCK_NAME = "daemon.lock"
 SCRIPT = Path(__file__).resolve().parents[2] / "scheduler.py"
 
 
@@ -207,28 +206,12 @@ class DaemonLock:
             self.fd = None
 
 
-def read_holder(path: Path) -> dict[str, object] | None:
-    try:
-        data = json.loads(safe_fs.read_regular(path, 1 << 16))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def describe_holder(info: dict[str, object] | None, path: Path) -> str:
     if not info:
         return f"another daemon holds {path} (it has not said who it is yet)"
     since = datetime.fromtimestamp(float(info.get("started_at", 0)), UTC)  # type: ignore[arg-type]
     return (f"a daemon already runs for this home: pid {info.get('pid')} since"
             f" {since.isoformat(timespec='seconds')} (lock {path})")
-
-
-def daemon_alive(info: dict[str, object] | None) -> bool:
-    """Is the daemon named in the lock's text still that same running process?"""
-    if not info:
-        return False
-    # type: ignore[arg-type]
-    return process_matches(info.get("pid"), info.get("start"), info.get("boot"))
 
 
 class Daemon:
@@ -524,19 +507,3 @@ def _tick_log_format_args(log_format: str) -> list[str]:
 
 def run_daemon(home: Path, stop_grace: float, kill_grace: float, log_format: str) -> int:
     return Daemon(home, stop_grace, kill_grace, log_format).run()
-
-
-def daemon_status(home: Path, now: float) -> tuple[str, str] | None:
-    """For doctor: ("alive", detail) / ("gone", detail), or None when no daemon holds or left
-    the lock (never ran, or stopped cleanly: it empties the lock's text on the way out)."""
-    path = home / "state" / LOCK_NAME
-    info = read_holder(path)
-    if not info:
-        return None
-    pid = info.get("pid")
-    if not daemon_alive(info):
-        return "gone", f"the daemon (pid {pid}) ended without stopping (killed?); lock {path}"
-    last = info.get("last_tick")
-    since = now - float(info.get("started_at") or now)  # type: ignore[arg-type]
-    ago = f"last tick {format_duration(max(0.0, now - float(last)))} ago" if last else "no tick yet"
-    return "alive", f"pid {pid}, up {format_duration(max(0.0, since))}, {ago}"

@@ -1,211 +1,38 @@
-"""What is wrong with this home, and telling someone when the tick cannot run at all.
+"""What is wrong with this home (`doctor`).
 
 `doctor` checks the home (Python, folders and their permissions, the config, the destinations,
 the state database, the crontab line, the API key, the task files) and prints each problem
 with its fix. It only reads: it never creates, repairs or migrates anything.
 
-When the tick cannot use its own machinery (a config with errors, a state database it cannot
-open or write), the outbox in that database cannot carry the alert. `config_error_alert` and
-`store_error_alert` send a forced alert straight through apprise instead, at most once an hour
-for the same problem (a small marker file in state/, when that folder is writable), using only
-the parts of a broken config that still parse on their own.
+The state database's checks are in doctor_state.py; the alerts sent when the tick cannot run
+at all, in emergency.py.
 
 Lazy imports: each check loads what it alone needs (yaml, apprise, the PostgreSQL probe, fcntl,
-subprocess, the crontab reader, the cache loader), so a check that does not apply costs nothing,
-and the tick, which imports doctor for the alerts that cannot wait for the database, pays for
-none of them.
+subprocess, the crontab reader, the cache loader), so a check that does not apply costs nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import stat
 import sys
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..alerts.heartbeat import STALE_TICK
-from ..core import safe_fs
 from ..core.envref import ENV_REF
 from ..core.problems import Problem
-from ..core.units import format_duration
 from ..settings.config import CONFIG_NAME, Config, ConfigError, load_config
-from ..settings.notify import NotifyConfig, parse_notify_config, scheme_of
-from ..state.meta import read_meta, read_prefixed, schema_and_integrity
-from ..state.trouble import immutable
+from ..settings.notify import scheme_of
+from ..state.meta import read_prefixed
 from ..tasks.task import TaskSet
+from .doctor_state import Check, database_check, last_tick, read_only, state_check
 from .requirements import MIN_PYTHON
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .crontab_line import TickLine
-
-ALERT_EVERY = 3600.0  # the same emergency is alerted at most once an hour
-MARKER = "emergency-alert.json"  # in state/: {what: {"digest": ..., "at": ...}}
-
-
-# --------------------------------------------------------------------- emergency alerts
-
-
-def salvage_notify(home: Path, environ: Mapping[str, str]) -> NotifyConfig | None:
-    """The notification settings of a config that may not load: the whole file if it parses,
-    else each top-level block (`notify:`, `heartbeat_url:`, `timezone:`) parsed on its own, so
-    a typo elsewhere still leaves the destinations usable. None when none can be read."""
-    path = home / CONFIG_NAME
-    # bounded: a hostile config must not crash the alert
-    from ..core.safe_yaml import MAX_BYTES, load_yaml
-
-    try:  # O_NONBLOCK, then fstat: a FIFO in its place is not waited on
-        text = safe_fs.read_followed(path, MAX_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    import yaml
-
-    raw: dict[str, object] = {}
-    try:
-        data = load_yaml(text)
-        if isinstance(data, dict):
-            raw = data
-    except (yaml.YAMLError, ValueError, RecursionError):
-        for block in _top_level_blocks(text):
-            try:
-                data = load_yaml(block)
-            except (yaml.YAMLError, ValueError, RecursionError):
-                continue
-            if isinstance(data, dict):
-                raw.update((k, v) for k, v in data.items() if k in ("notify", "timezone"))
-    try:
-        cfg, _ = parse_notify_config(raw, path, environ)
-    except Exception:
-        return None
-    return cfg if cfg.destinations else None
-
-
-def _top_level_blocks(text: str) -> list[str]:
-    """The file cut before each line that starts a new top-level key (column 0, not a comment)."""
-    blocks: list[list[str]] = [[]]
-    for line in text.splitlines(keepends=True):
-        if line[:1] not in ("", " ", "\t", "#", "\n", "\r", "-") and blocks[-1]:
-            blocks.append([])
-        blocks[-1].append(line)
-    return ["".join(b) for b in blocks if b]
-
-
-def send_now(cfg: NotifyConfig, title: str, body: str,
-             environ: Mapping[str, str]) -> list[str]:
-    """A forced alert, sent at once to the default destination (to every destination when no
-    default is set). Returns one line per destination saying what happened (secrets masked)."""
-    from ..alerts.notify import DeliveryError, send
-
-    targets = [cfg.default] if cfg.default else sorted(cfg.destinations)
-    lines = []
-    for name in targets:
-        where = f"{name!r} ({scheme_of(cfg.destinations.get(name, ''))})"
-        try:
-            send(cfg, name, title, body, environ, kind="failure")
-            lines.append(f"alert sent to {where}")
-        except DeliveryError as exc:
-            lines.append(f"alert to {where} failed: {exc}")
-        except Exception as exc:  # never let the error path raise
-            lines.append(f"alert to {where} failed: {type(exc).__name__}")
-    return lines
-
-
-def _due(state_dir: Path, what: str, body: str, now: float) -> bool:
-    """Rate limit through a marker file in state/, or in logs/ when state/ cannot take it (a
-    read-only state folder is one of the emergencies); True (send) when neither can."""
-    digest = hashlib.sha256(body.encode()).hexdigest()
-    folders = (state_dir, state_dir.parent / "logs")
-    for folder in folders:
-        last = _markers(folder).get(what)
-        if (isinstance(last, dict) and last.get("digest") == digest
-                and 0 <= now - float(last.get("at", 0)) < ALERT_EVERY):
-            return False
-    for folder in folders:
-        seen = _markers(folder)
-        seen[what] = {"digest": digest, "at": now}
-        try:
-            # walked from the home, made 0700, never through a symlink (core/safe_fs.py)
-            safe_fs.replace_file(folder / MARKER, json.dumps(seen).encode("utf-8"),
-                                 root=state_dir.parent, create_dirs=True)
-            break
-        except OSError:
-            continue
-    return True
-
-
-def _markers(folder: Path) -> dict:
-    try:
-        seen = json.loads(safe_fs.read_regular(folder / MARKER, 1 << 20, root=folder.parent))
-    except (OSError, ValueError):
-        return {}
-    return seen if isinstance(seen, dict) else {}
-
-
-def config_error_alert(home: Path, problems: Sequence[Problem], environ: Mapping[str, str],
-                       now: float) -> list[str]:
-    """The config has errors, so the tick stops: a forced alert listing them, sent directly.
-    Returns lines for stderr (what was sent, or why nobody could be told). Never raises."""
-    try:
-        body = ("The tick stopped before running anything: scheduler.yaml has errors.\n"
-                + "\n".join(str(p) for p in problems if p.severity == "error")
-                + "\nFix the file (`scheduler.py validate` shows the same); `scheduler.py"
-                " doctor` checks the rest.")
-        cfg = salvage_notify(home, environ)
-        if cfg is None:
-            return ["no destination could be read from the config: nobody was alerted"]
-        if not _due(home / "state", "config", body, now):
-            return ["alert already sent within the hour"]
-        return send_now(cfg, "mdcron: config error, tasks are not running", body, environ)
-    except Exception as exc:
-        return [f"could not send the config-error alert: {type(exc).__name__}"]
-
-
-def store_error_alert(config: Config, error: str, environ: Mapping[str, str],
-                      now: float) -> list[str]:
-    """The state database cannot be used, so nothing runs (and its outbox cannot hold an
-    alert): a forced alert sent directly, and the heartbeat told the tick failed. Returns
-    lines for stderr. Never raises."""
-    lines = []
-    try:
-        from ..alerts.notify import heartbeat, settings
-
-        body = (f"The tick stopped: {error}\n"  # maybe after tasks ran: the error says
-                "Run `scheduler.py doctor` for what is wrong and how to recover.")
-        cfg = settings(config)
-        if not cfg.destinations:
-            lines = ["no notification destination configured: nobody was alerted"]
-        elif not _due(config.state_dir, "store", body, now):
-            lines = ["alert already sent within the hour"]
-        else:
-            lines = send_now(cfg, "mdcron: state database unusable, tasks are not running",
-                             body, environ)
-        failed = heartbeat(config, True, environ)
-        if failed:
-            lines.append(failed)
-    except Exception as exc:
-        lines.append(f"could not send the database alert: {type(exc).__name__}")
-    return lines
-
-
-# --------------------------------------------------------------------- doctor
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    name: str
-    status: str  # ok | warn | fail
-    detail: str
-    fix: str = ""
-
-    def to_json(self) -> dict[str, str]:
-        return {"check": self.name, "status": self.status, "detail": self.detail,
-                "fix": self.fix}
 
 
 def run_doctor(home: Path, environ: Mapping[str, str], now: float,
@@ -220,7 +47,7 @@ def run_doctor(home: Path, environ: Mapping[str, str], now: float,
     checks += config_checks
     checks.append(state_check(config) if config is not None and config.state_url
                   else database_check(home, integrity_age))
-    checks.append(_last_tick(home, now))
+    checks.append(last_tick(home, now))
     ticker = _crontab_or_daemon(home, environ, now)
     checks += ticker
     from .doctor_units import unit_checks  # lazy: issue 25, only what systemd units need
@@ -373,121 +200,10 @@ def _destinations(config: Config, warnings: Sequence[Problem],
     return Check("destinations", "ok", f"{names}; default: {cfg.default or 'none'}")
 
 
-def state_check(config: Config) -> Check:
-    """A PostgreSQL state (issue 11): reachable, and at a schema this mdcron knows."""
-    from ..settings.state_url import mask
-    from ..state.pgstate import probe
-    from ..state.store import SCHEMA_VERSION
-
-    shown = mask(config.state_url or "")
-    version, error = probe(config.state_url or "")
-    if error is not None:
-        return Check("database", "fail", f"state_url {shown} cannot be reached: {error}; every"
-                     " tick stops", "start PostgreSQL or fix state_url in scheduler.yaml (or"
-                     " $MDCRON_STATE_URL): host, port, database, user and password")
-    if version and version > SCHEMA_VERSION:
-        return Check("database", "fail", f"state_url {shown}: schema {version} is newer than"
-                     f" this mdcron's ({SCHEMA_VERSION})", "upgrade mdcron on this host")
-    what = f"schema {version}" if version else "empty (the next tick creates the tables)"
-    if version:
-        from ..hosts.files import describe, differing, orphaned
-        from ..schedule.cache import load_task_set
-        from ..state.store import state_store
-
-        try:
-            with state_store(config) as store:
-                odd = [describe(t, h) for t, h in differing(store).items()]
-                odd += orphaned(store, load_task_set(config).tasks)
-        except Exception:
-            odd = []
-        if odd:
-            return Check("database", "warn", f"PostgreSQL state {shown}: " + "; ".join(odd),
-                         "sync tasks/ on every host; start the tick on the hosts named")
-    return Check("database", "ok", f"PostgreSQL state {shown} (host {config.host_name}): {what}")
-
-
-# Passed integrity checks by file: (path, inode) -> (checked at, schema version). The check
-# reads the whole file (0.3 s at 100,000 runs): the dashboard reuses a recent pass.
-_PASSED: dict[tuple[str, int], tuple[float, int]] = {}
-
-
-def database_check(home: Path, integrity_age: float = 0.0) -> Check:
-    path = home / "state" / "mdcron.db"
-    recover = (f"stop cron, then `mv {path} {path}.broken` (the next tick starts a new one;"
-               f" history is lost) or salvage it: `sqlite3 {path}.broken .recover | sqlite3"
-               f" {path}`")
-    if not path.exists():
-        return Check("database", "warn", f"{path} does not exist yet",
-                     "the next tick creates it (tasks count as first seen then: nothing past"
-                     " runs)")
-    if immutable(path) or immutable(path.parent):
-        return Check("database", "fail", f"{path} (or its folder) is marked immutable: every"
-                     " tick stops", f"chattr -i {path.parent} {path}*")
-    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
-        return Check("database", "fail", f"{path} (or its folder) is not writable: every tick"
-                     " stops", f"chmod u+rw {path}* and u+rwx {path.parent}")
-    key = (str(path), path.stat().st_ino)
-    passed = _PASSED.get(key)
-    when = ""
-    if integrity_age > 0 and passed is not None and time.time() - passed[0] < integrity_age:
-        version = passed[1]
-        when = f" (checked {format_duration(time.time() - passed[0])} ago)"
-    else:
-        try:
-            db = _read_only(path)
-            try:
-                version, result = schema_and_integrity(db)
-            finally:
-                db.close()
-        except sqlite3.Error as exc:
-            return Check("database", "fail", f"{path} cannot be read: {exc}", recover)
-        if result != ["ok"]:
-            _PASSED.pop(key, None)
-            return Check("database", "fail", f"{path} is damaged: {'; '.join(result)}",
-                         recover)
-        _PASSED[key] = (time.time(), version)
-    from ..state.store import SCHEMA_VERSION
-
-    if version > SCHEMA_VERSION:
-        return Check("database", "fail", f"schema {version} is newer than this mdcron's"
-                     f" ({SCHEMA_VERSION})", "upgrade mdcron (git pull)")
-    return Check("database", "ok", f"{path}: integrity ok{when}, schema {version}")
-
-
-def _read_only(path: Path) -> sqlite3.Connection:
-    quoted = str(path).replace("%", "%25").replace("?", "%3f").replace("#", "%23")
-    return sqlite3.connect(f"file:{quoted}?mode=ro", uri=True, timeout=10)
-
-
-def _last_tick(home: Path, now: float) -> Check:
-    path = home / "state" / "mdcron.db"
-    try:
-        db = _read_only(path)
-        try:
-            row = read_meta(db, "last_tick")
-        finally:
-            db.close()
-    except sqlite3.Error:
-        if path.exists():
-            return Check("last tick", "warn", "unknown: the database cannot be read",
-                         "see the database check")
-        row = None
-    if row is None:
-        return Check("last tick", "warn", "no tick recorded yet",
-                     "run `scheduler.py tick` once, and add the crontab line")
-    from ..core.units import format_duration
-
-    age = now - float(row)
-    if age > STALE_TICK:
-        return Check("last tick", "warn", f"the last tick ran {format_duration(age)} ago",
-                     "is cron running, and is the crontab line still there?")
-    return Check("last tick", "ok", f"{format_duration(max(0.0, age))} ago")
-
-
 def _crontab_or_daemon(home: Path, environ: Mapping[str, str], now: float) -> list[Check]:
     """The crontab line, and the daemon when one runs (or died): either one starting the
     ticks is enough."""
-    from .daemon import daemon_status
+    from .daemon_lock import daemon_status
 
     crontab = _crontab(home, environ)
     found = daemon_status(home, now)
@@ -643,7 +359,7 @@ def _held(home: Path) -> list[Check]:
 
     path = home / "state" / "mdcron.db"
     try:
-        db = _read_only(path)
+        db = read_only(path)
         try:
             rows = read_prefixed(db, PREFIX)
         finally:

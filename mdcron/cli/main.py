@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mdcron: {problem}", file=sys.stderr)
         print("mdcron: fix the config file; nothing was run.", file=sys.stderr)
         if args.command == "tick" and not args.dry_run:
-            from .doctor import config_error_alert
+            from .emergency import config_error_alert
 
             for line in config_error_alert(home, exc.problems, dict(os.environ),
                                            _alert_now(args)):
@@ -310,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         told = []
         if args.command == "tick" and not args.dry_run:
-            from .doctor import store_error_alert
+            from .emergency import store_error_alert
 
             told = store_error_alert(config, str(exc), dict(os.environ), _alert_now(args))
         # one line: the file, the cause, the fix, and who was told

@@ -11,9 +11,9 @@ from pathlib import Path
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, resolve_zone, schedule_of
 from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
+from ..core.lock_info import holder_alive, lock_path, read_info
 from ..core.problems import Problem
 from ..core.units import format_duration
-from ..run.locks import holder_alive, lock_path, read_info
 from ..run.resources import describe_holders, holders
 from ..schedule.cache import View, load
 from ..schedule.chains import explain as explain_chain

@@ -1,4 +1,5 @@
 """Schedule maths: cron, macros, @every, @at; time zones, DST, due-ness. Pure: `now` comes in.
+Wall times in a zone are placed by wall_time.py; due-ness is due.py's (both importable here).
 
 Forms (parse_schedule):
   five-field cron  `0 6 * * 1-5`: numbers, names (jan, mon), ranges, steps, lists. When both
@@ -25,8 +26,6 @@ Assumption: a zone's offset changes by less than 3 h at a time and not twice wit
 
 from __future__ import annotations
 
-import math
-import os
 import re
 import struct
 import sys
@@ -35,11 +34,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any, Protocol
 
+from mdcron.core.due import Decision as Decision  # re-exported: due-ness lives in due.py
+from mdcron.core.due import _show as _show  # run/tick.py words a due slot as decide() does
+from mdcron.core.due import decide as decide
 from mdcron.core.limits import EARLIEST, LATEST, RANGE_TEXT, InstantError, check_instant
-from mdcron.core.units import DurationError, format_duration, parse_duration
+from mdcron.core.units import DurationError, parse_duration
+from mdcron.core.wall_time import ScheduleError, as_utc, first_pass, last_pass, resolve_zone
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
     from mdcron.settings.config import Config
@@ -47,10 +49,8 @@ if TYPE_CHECKING:  # types only: schedule maths imports no model or settings mod
 
 _MARGIN = timedelta(hours=3)  # bound on an offset change; see the module docstring
 _MINUTE = timedelta(minutes=1)
-_SECOND = timedelta(seconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCAN_LIMIT = 20_000  # matching wall times one scan may pass over; never reached in practice
-_MISSED_CAP = 1000
 MAX_INTERVAL = timedelta(days=366)  # `@every` at most; longer is surely a typo
 _LAST = LATEST - timedelta(microseconds=1)  # the last instant a fire may be at
 
@@ -76,89 +76,6 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int], str], ...] = (
     ("day-of-week", 0, 7, {n: i for i, n in enumerate(_DAYS)}, "0-7 or sun-sat"),
 )
 _ITEM = re.compile(r"(\*|[0-9a-z]+)(?:-([0-9a-z]+))?(?:/([0-9]+))?", re.IGNORECASE)
-
-
-class ScheduleError(ValueError):
-    """A schedule or time zone that cannot be used; the message says what would be right."""
-
-
-# ---------------------------------------------------------------- time zones
-
-
-@lru_cache(maxsize=64)
-def resolve_zone(name: str | None) -> tzinfo:
-    """ZoneInfo for an IANA name; None means the system's zone: $TZ if set and valid (a leading
-    ':' is ignored), else the target of the /etc/localtime symlink, else /etc/timezone, else UTC.
-    Cached, so the system zone is read once per process."""
-    if name is not None:
-        zone = _zone_or_none(name)
-        if zone is None:
-            raise ScheduleError(f"unknown time zone {name!r}; use an IANA name like Europe/Riga")
-        return zone
-    candidates = [os.environ.get("TZ", "").removeprefix(":")]
-    try:
-        candidates.append(os.readlink("/etc/localtime"))
-    except OSError:
-        pass
-    try:
-        with open("/etc/timezone", encoding="utf-8") as f:
-            candidates.append(f.read().strip())
-    except OSError:
-        pass
-    for candidate in candidates:
-        zone = _zone_or_none(candidate.rpartition("zoneinfo/")[2] if "zoneinfo/" in candidate
-                             else candidate)
-        if zone is not None:
-            return zone
-    return UTC
-
-
-def _zone_or_none(name: str) -> ZoneInfo | None:
-    if not name or ".." in name or name.startswith("/"):
-        return None
-    try:
-        return ZoneInfo(name)
-    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
-        return None
-
-
-def _as_utc(t: datetime) -> datetime:
-    if t.tzinfo is None or t.utcoffset() is None:
-        raise ValueError(f"expected a timezone-aware datetime, got naive {t.isoformat()}")
-    return t.astimezone(UTC)
-
-
-def _offsets(wall: datetime, zone: tzinfo) -> tuple[timedelta, timedelta]:
-    """UTC offsets of a naive wall time read with fold=0 and fold=1 (PEP 495): equal if it
-    occurs once, first > second if it occurs twice, first < second if it falls in a gap."""
-    first = wall.replace(tzinfo=zone, fold=0).utcoffset()
-    second = wall.replace(tzinfo=zone, fold=1).utcoffset()
-    assert first is not None and second is not None
-    return first, second
-
-
-def _first_pass(wall: datetime, zone: tzinfo, fixed: bool) -> datetime | None:
-    """The first instant showing `wall`; in a gap: the transition instant if `fixed`, else None."""
-    before, after = _offsets(wall, zone)
-    if before >= after:
-        return (wall - before).replace(tzinfo=UTC)
-    if not fixed:
-        return None
-    # The jump lies in (wall - after, wall - before]; bisect to the second.
-    lo, hi = (wall - after).replace(tzinfo=UTC), (wall - before).replace(tzinfo=UTC)
-    while hi - lo > _SECOND:
-        mid = lo + timedelta(seconds=int((hi - lo).total_seconds()) // 2)
-        if mid.astimezone(zone).utcoffset() == before:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def _last_pass(wall: datetime, zone: tzinfo) -> datetime | None:
-    """The last instant showing `wall` (the second pass if it repeats); None in a gap."""
-    before, after = _offsets(wall, zone)
-    return (wall - after).replace(tzinfo=UTC) if before >= after else None
 
 
 # ---------------------------------------------------------------- schedules
@@ -225,7 +142,7 @@ class CronSchedule:
     day_or: bool  # day-of-month OR day-of-week (both restricted), else AND
 
     def next_after(self, t: datetime) -> datetime | None:
-        t = _as_utc(t)
+        t = as_utc(t)
         if t >= LATEST:
             return None  # past the instants mdcron handles (clock.py): no date maths overflows
         return _within(self._next_after(t))
@@ -234,27 +151,27 @@ class CronSchedule:
         local = t.astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # First passes (and gap fires) rise with the wall time, so walls <= wall(t) are done.
-        best = self._scan(wall, t, True, lambda w: _first_pass(w, self.zone, self.fixed_time))
+        best = self._scan(wall, t, True, lambda w: first_pass(w, self.zone, self.fixed_time))
         if self.fixed_time:
             return best
         # Second passes matter only in or just before a repeated hour.
         quiet = local.utcoffset() == (t + _MARGIN).astimezone(self.zone).utcoffset()
         if local.fold or not quiet:
             start = wall if quiet else wall - _MARGIN
-            second = self._scan(start, t, True, lambda w: _last_pass(w, self.zone))
+            second = self._scan(start, t, True, lambda w: last_pass(w, self.zone))
             if second is not None and (best is None or second < best):
                 best = second
         return best
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        t = min(_as_utc(t), _LAST)
+        t = min(as_utc(t), _LAST)
         local = t.astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # In a second pass, walls above wall(t) up to the fold's top already had their first pass.
         start = wall + _MARGIN if local.fold else wall
-        best = self._scan(start, t, False, lambda w: _first_pass(w, self.zone, self.fixed_time))
+        best = self._scan(start, t, False, lambda w: first_pass(w, self.zone, self.fixed_time))
         if not self.fixed_time:
-            second = self._scan(wall, t, False, lambda w: _last_pass(w, self.zone))
+            second = self._scan(wall, t, False, lambda w: last_pass(w, self.zone))
             if second is not None and (best is None or second > best):
                 best = second
         return best
@@ -292,13 +209,13 @@ class IntervalSchedule:
     fixed_time: bool = False
 
     def next_after(self, t: datetime) -> datetime | None:
-        t = _as_utc(t)
+        t = as_utc(t)
         if t >= LATEST:
             return None
         return _within(_EPOCH + ((t - _EPOCH) // self.every + 1) * self.every)
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        return _EPOCH + ((min(_as_utc(t), _LAST) - _EPOCH) // self.every) * self.every
+        return _EPOCH + ((min(as_utc(t), _LAST) - _EPOCH) // self.every) * self.every
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,10 +228,10 @@ class OneShotSchedule:
     fixed_time: bool = True
 
     def next_after(self, t: datetime) -> datetime | None:
-        return self.at if self.at > _as_utc(t) else None
+        return self.at if self.at > as_utc(t) else None
 
     def latest_at_or_before(self, t: datetime) -> datetime | None:
-        return self.at if self.at <= _as_utc(t) else None
+        return self.at if self.at <= as_utc(t) else None
 
 
 _SCHEDULES: dict[tuple[str, str | None], Schedule] = {}
@@ -394,7 +311,7 @@ def _parse_at(text: str, rest: str, zone: tzinfo) -> datetime:
     if at.tzinfo is not None:
         instant = at.astimezone(UTC)
     else:
-        instant = _first_pass(at, zone, fixed=True)  # wall time, placed like a fixed-time fire
+        instant = first_pass(at, zone, fixed=True)  # wall time, placed like a fixed-time fire
     assert instant is not None
     try:
         return check_instant(instant)
@@ -483,75 +400,9 @@ def fires_between(schedule: Schedule, after: datetime, until: datetime,
                   limit: int = 20) -> list[datetime]:
     """Fires in (after, until], earliest first, at most `limit`."""
     fires: list[datetime] = []
-    until = _as_utc(until)
+    until = as_utc(until)
     fire = schedule.next_after(after)
     while fire is not None and fire <= until and len(fires) < limit:
         fires.append(fire)
         fire = schedule.next_after(fire)
     return fires
-
-
-# ---------------------------------------------------------------- due-ness
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    action: Literal["run", "skip", "wait"]
-    slot: datetime | None  # the fire concerned (run/skip); for wait, None
-    reason: str  # plain words for `why` and logs
-    next_fire: datetime | None  # first fire strictly after now
-    missed: int = 0  # earlier fires after last_slot coalesced into this slot (capped at 1000)
-
-
-def _show(t: datetime | None, zone: tzinfo) -> str:
-    if t is None:
-        return "none"
-    local = t.astimezone(zone)
-    return local.strftime("%Y-%m-%d %H:%M:%S %Z" if local.second else "%Y-%m-%d %H:%M %Z")
-
-
-def decide(schedule: Schedule, *, now: datetime, last_slot: datetime | None,
-           not_before: datetime | None, catchup: float) -> Decision:
-    """Whether to run now, given the last claimed slot.
-
-    The slot is the latest fire at or before now. Not due if there is none, if it is not after
-    last_slot, or if it is before not_before (when the task was first seen or re-enabled).
-    A late slot runs if its lateness in whole minutes is <= catchup seconds (math.inf: always);
-    a slot less than 60 s late is on time and always runs (catchup 0: on time only). Too late:
-    skip, and the slot is spent. Earlier fires after last_slot (and at or after not_before)
-    coalesce into the run; `missed` counts them."""
-    if math.isnan(catchup) or catchup < 0:
-        raise ValueError(f"catchup must be >= 0 seconds or math.inf, got {catchup!r}")
-    now = _as_utc(now)
-    zone = schedule.zone
-    latest = schedule.latest_at_or_before(now)
-    next_fire = schedule.next_after(now)
-    upcoming = f"next fire {_show(next_fire, zone)}"
-    if latest is None or (last_slot is not None and latest <= last_slot):
-        return Decision("wait", None, f"not due: last slot {_show(last_slot, zone)}, {upcoming}",
-                        next_fire)
-    if not_before is not None and latest < not_before:
-        return Decision("wait", None, f"not due: the fire at {_show(latest, zone)} is before "
-                        f"{_show(not_before, zone)}, when the task was first seen or re-enabled;"
-                        f" {upcoming}", next_fire)
-    lateness = (now - latest).total_seconds()
-    # Judged in whole minutes, as cron ticks come: with `catchup: 10m` every tick of the tenth
-    # minute after the slot still runs it (a tick starts a fraction of a second after its
-    # minute, and `tick --now` adds the time the tick has taken).
-    if (whole := lateness // 60 * 60) >= 60 and whole > catchup:
-        allows = format_duration(catchup) if catchup else "no catch-up (on time only, under 1m)"
-        return Decision("skip", latest, f"missed by {format_duration(lateness)}; catchup allows "
-                        f"{allows}; {upcoming}", next_fire)
-    floors = [_as_utc(last_slot)] if last_slot else []
-    if not_before is not None:
-        floors.append(_as_utc(not_before) - timedelta(microseconds=1))  # a fire at it counts
-    missed = 0
-    if floors:
-        fire = schedule.next_after(max(floors))
-        while fire is not None and fire < latest and missed < _MISSED_CAP:
-            missed += 1
-            fire = schedule.next_after(fire)
-    late = f", {format_duration(lateness)} late" if lateness >= 60 else ""
-    coalesced = f"; {missed} earlier fire(s) coalesced" if missed else ""
-    return Decision("run", latest, f"due: fire at {_show(latest, zone)}{late}{coalesced}",
-                    next_fire, missed)

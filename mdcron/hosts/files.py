@@ -7,8 +7,7 @@ hosts; neither table has a trigger, so this never sends another host's idle tick
 path. `list` and `doctor` name the tasks whose copies differ, and the tasks whose `hosts:` have
 all stopped ticking (they run nowhere).
 
-Lazy imports: the outbox (alerts/, above hosts in the layers) only when a task that runs nowhere
-must be reported.
+Lazy imports: the outbox (alerts/) only when a task that runs nowhere must be reported.
 """
 
 from __future__ import annotations

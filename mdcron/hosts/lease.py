@@ -32,8 +32,8 @@ the database's. A lease is taken and checked inside the write transaction (the a
 lock on PostgreSQL), so two hosts cannot both take one. The statements (and FencedOff, which
 Store.write raises) live in state/leases.py; this module decides when to use them.
 
-Lazy imports: the task lock's reader and killer (run/locks.py, above hosts in the layers) only
-when a lease is found taken over or overdue and the run must be stopped.
+Lazy imports: the task lock's reader only when a lease is found taken over or overdue and the
+run must be stopped (by the run layer's own killer, passed in: Stopper).
 """
 
 from __future__ import annotations
@@ -42,18 +42,19 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import to_dt
+from ..core.lock_info import LockInfo
 from ..core.outcome import Outcome
 from ..state.leases import Busy, FencedOff, margin
 from .replace_marks import REPLACE_REQUEST, REPLACED, replaced_mark
 
-__all__ = ["LEASE_SECONDS", "FencedOff", "Lease", "Renewer", "acquire", "holder_id", "release",
-           "renew", "renewer", "task_lease"]
+__all__ = ["LEASE_SECONDS", "FencedOff", "Lease", "Renewer", "Stopper", "acquire", "holder_id",
+           "release", "renew", "renewer", "task_lease"]
 
 LEASE_SECONDS = 90.0  # > a cron minute: the host's next tick extends an orphaned task's lease
 
@@ -163,8 +164,9 @@ class Renewer:
     lease (written as lease + margin) lets another host take it. A lease found taken over
     is dropped and its task killed the same way: its result would be refused anyway."""
 
-    def __init__(self, config, store) -> None:  # config.Config, store.Store
+    def __init__(self, config, store, stop: Stopper) -> None:  # config.Config, store.Store
         self.config = config
+        self.stop = stop  # the run layer's: kill a run's holder, stop a run's tree (run/locks.py)
         self.where = (type(store), store.path, store.url, store.host)  # its own connection
         self.held: dict[str, Held] = {}
         self.guard = threading.Lock()
@@ -264,7 +266,7 @@ class Renewer:
         why = store.get_meta(REPLACE_REQUEST + task_id)
         if not why or not store.take_meta(REPLACE_REQUEST + task_id):
             return
-        from ..run.locks import lock_path, read_info, stop_run_tree  # lazy: run/ is above hosts/
+        from ..core.lock_info import lock_path, read_info
 
         info = read_info(lock_path(self.config.locks_dir, task_id))
         if info is None or info.tick_pid != os.getpid():
@@ -272,15 +274,15 @@ class Renewer:
         store.set_meta(REPLACED + task_id, replaced_mark(info.run_id, why))
         store.end_running(info.run_id, Outcome.SKIPPED, f"{why}: stopped (TERM, grace, KILL)",
                           time.time())  # the round has no tick clock: the real time
-        threading.Thread(target=stop_run_tree, args=(info, self.config.kill_grace),
+        threading.Thread(target=self.stop.stop_run_tree, args=(info, self.config.kill_grace),
                          daemon=True).start()
 
     def _stop(self, h: Held, why: str) -> None:
-        from ..run.locks import kill_holder, lock_path, read_info  # lazy: run/ is above hosts/
+        from ..core.lock_info import lock_path, read_info
 
         seconds = self.config.lease_seconds
         info = read_info(lock_path(self.config.locks_dir, h.lease.task_id))
-        done = kill_holder(info, min(self.config.kill_grace, margin(seconds))) if (
+        done = self.stop.kill_holder(info, min(self.config.kill_grace, margin(seconds))) if (
             info is not None and info.tick_pid == os.getpid()) else []
         print(f"mdcron: {h.lease.task_id}: {why}; {', '.join(done) or 'no process to stop'};"
               " its result will not be recorded as the run's", file=sys.stderr)
@@ -290,13 +292,21 @@ _renewer: Renewer | None = None
 _renewer_guard = threading.Lock()
 
 
-def renewer(config, store) -> Renewer:
+@dataclass(frozen=True)
+class Stopper:
+    """How the run layer ends a run found without its lease (run/locks.py passes its own)."""
+
+    kill_holder: Callable[[LockInfo, float], list[str]]  # the task's tree, then a hung tick
+    stop_run_tree: Callable[[LockInfo, float], list[str]]  # the run's tree, never its tick
+
+
+def renewer(config, store, stop: Stopper) -> Renewer:
     """The process's one renewal thread (a daemon's reloaded config replaces its settings)."""
     global _renewer
     with _renewer_guard:
         if _renewer is None:
-            _renewer = Renewer(config, store)
-        _renewer.config = config
+            _renewer = Renewer(config, store, stop)
+        _renewer.config, _renewer.stop = config, stop
         _renewer.where = (type(store), store.path, store.url, store.host)
         return _renewer
 
@@ -313,12 +323,13 @@ def lost_reason(old_host: str | None, last_renewed: float | None, me: str | None
 
 
 @contextmanager
-def task_lease(ctx, store, task, run_id: int,
-               lost: list[tuple[int, str]] | None = None) -> Iterator[str | None]:
+def task_lease(ctx, store, task, run_id: int, lost: list[tuple[int, str]] | None = None, *,
+               stop: Stopper) -> Iterator[str | None]:
     """Around a claimed run on a shared state: yields None while this run holds the task's
     lease (the store fenced, the lease renewed), or why the slot is skipped. Rows of an
     expired holder on another host are closed as `lost` first, and listed in `lost` (run id,
-    reason) for one alert each. On SQLite: None, nothing done (one host: the flock decides)."""
+    reason) for one alert each. On SQLite: None, nothing done (one host: the flock decides).
+    `stop`: how the renewer ends this run should its lease be lost."""
     if not store.url:
         yield None
         return
@@ -335,7 +346,7 @@ def task_lease(ctx, store, task, run_id: int,
         why = lost_reason(got.old_host, got.last_renewed, store.host, lease.fence)
         if store.end_running(other, Outcome.LOST, why, now, unobserved=True) and lost is not None:
             lost.append((other, why))
-    keeper = renewer(config, store)
+    keeper = renewer(config, store, stop)
     keeper.add(lease, store, sent, replace=getattr(task, "overlap", "skip") == "replace")
     store.fence = (task.id, lease.fence)
     fenced = False

@@ -2,7 +2,8 @@
 
 A run in progress on another host keeps this host from starting the same task: lease.py (a
 lease row with a fence, expiry by the database's clock, renewed by the tick). When a host comes
-back and finds its run taken over, it kills its own stale process group: kill_taken_over.
+back and finds its run taken over, it kills its own stale process group (the tick's step:
+run/shared_tick.kill_taken_over).
 
 A suspension by the ladder on one host is recorded in task_state (suspended_at, suspended_by,
 suspended_hash) and holds on every host until the task is enabled again or its file's content
@@ -10,9 +11,8 @@ changes: honour_suspensions.
 
 Before a host claims anything, its clock is compared with the database's: check_clock.
 
-Lazy imports: the task lock's reader and killer (run/locks.py, above hosts in the layers) only
-when a returning host finds its run taken over; the task file's hasher (and its frontmatter
-reader) only when a suspension is in force.
+Lazy imports: the task file's hasher (and its frontmatter reader) only when a suspension is in
+force.
 """
 
 from __future__ import annotations
@@ -84,31 +84,3 @@ def check_clock(store: Store, allowance: float) -> None:
     reason = skew_refusal((before + after) / 2 - theirs, allowance, store.host or "?")
     if reason is not None:
         raise StoreError(reason)
-
-
-def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
-    """A host coming back (its tick died or was cut off, its task did not) finds its run taken
-    over: the run's row was closed by another host and the task's lease is that host's now
-    (lease.py). Its task's process group still holds the local lock: kill it, so the task does
-    not go on running beside the newer run. Lines to say."""
-    from ..run.locks import holder_alive, kill_holder, read_info
-
-    done = []
-    try:
-        paths = sorted(config.locks_dir.glob("*.lock"))
-    except OSError:
-        return done
-    for path in paths:
-        info = read_info(path)
-        if info is None or info.run_id is None or not holder_alive(info):
-            continue
-        row = store.run(info.run_id)
-        lease = store.lease(info.task_id)
-        if (row is None or row["status"] == "running" or row.get("host") != store.host
-                or lease is None or lease.host == store.host):
-            continue
-        killed = kill_holder(info, config.kill_grace)
-        done.append(f"{info.task_id}: run {info.run_id} was taken over by host {lease.host}"
-                    f" after its lease expired (fence {lease.fence}); its result is not"
-                    f" recorded here; {', '.join(killed) or 'its holder was gone'}")
-    return done

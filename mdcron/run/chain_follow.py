@@ -2,7 +2,7 @@
 not once the tick's whole batch has ended (a 75 s sibling used to delay it 75 s).
 
 The tick hands `Follower.ended` to dispatch.run_all; when a ladder of an upstream ends, a
-thread runs the chain rounds (schedule/chains.run_rounds: eligibility from the recorded rows,
+thread runs the chain rounds (chain_rounds.run_rounds: eligibility from the recorded rows,
 claims by unique slot) on its own database connection, one round at a time. The tick still
 runs its rounds after the batch, as before: whatever a round here did not claim (an upstream
 still running, a round that failed) is claimed there, and a claim is won once. A downstream
@@ -15,10 +15,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..schedule.chains import run_rounds
 from ..state.store import state_store
 from ..tasks.task import Task
 from .attempt import RunContext
+from .chain_rounds import run_rounds
 from .dispatch import run_all
 from .heal_protocol import Healer
 from .ladder import LadderOutcome

@@ -9,7 +9,7 @@ the idle tick never hides it): anything after now + FUTURE_SLACK is cleared
 no earlier one does) and one alert says by how much the clock went back. The state is then no
 longer ahead, so the next tick says nothing more.
 
-Lazy imports: the outbox (alerts/, above run in the layers) only when there is something to say.
+Lazy imports: the outbox (alerts/) only when there is something to say.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def clear(store: Store, config: Config, now: float, last: str | None,
             f" {to_dt(stamped):%Y-%m-%d %H:%M} UTC, now is {to_dt(now):%Y-%m-%d %H:%M} UTC;"
             f" slots after now were cleared{which}, so schedules go on from this minute")
     say(line)
-    from ..alerts.notify import Alert, enqueue  # lazy: alerts sit above run
+    from ..alerts.notify import Alert, enqueue  # lazy: only with something to say
 
     body = ("T" + line.removeprefix("mdcron: t") + ". Check the machine's time (timedatectl"
             " status); runs recorded at the wrong time keep their stamps.")

@@ -6,8 +6,7 @@ Shared by the tick, the chain rounds (chains.py) and the resource-deferred runs
 (resource_runs.py), none of which import tick.py for it.
 
 Lazy imports: a tick that claimed nothing loads neither the thread pool nor the comments and
-alerts modules (alerts sit above run in the layers); the ladder's reload only when a comment
-changed the task.
+alerts modules; the ladder's reload only when a comment changed the task.
 """
 
 from __future__ import annotations

@@ -7,22 +7,16 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..settings.config import ALWAYS_SECRET
+from ..settings.config import is_secret
 from ..tasks.task import Task
 
 if TYPE_CHECKING:
     from ..state.protocol import State
 
 RESERVED_PREFIX = "MDCRON_"  # the scheduler's namespace: a task's env cannot set these
-
-
-def is_secret(name: str, secret_names: Sequence[str]) -> bool:
-    """Whether an environment variable name matches a secret name or glob ("*_TOKEN")."""
-    return any(fnmatchcase(name, pattern) for pattern in (*ALWAYS_SECRET, *secret_names))
 
 
 def task_environment(

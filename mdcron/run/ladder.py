@@ -26,7 +26,7 @@ from . import pings
 from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
-from .locks import TaskLock, lock_path, read_info
+from .locks import TaskLock, kill_holder, lock_path, read_info, stop_run_tree
 from .overlap import (
     ask_to_replace,
     own_lock,
@@ -88,10 +88,11 @@ def execute_claimed(
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
         return not_now(ctx, store, task, run_id, f"previous run still running{since}")
-    from ..hosts.lease import FencedOff, task_lease
+    from ..hosts.lease import FencedOff, Stopper, task_lease
 
     lost: list[tuple[int, str]] = []  # another host's rows this run's lease closed as lost
-    lease = task_lease(ctx, store, task, run_id, lost) if task.overlap != "allow" else (
+    stop = Stopper(kill_holder, stop_run_tree)  # should the lease be lost while the run runs
+    lease = task_lease(ctx, store, task, run_id, lost, stop=stop) if task.overlap != "allow" else (
         nullcontext(None))  # allow: runs side by side, on any host
     try:
         with lease as reason:  # issue 11: across hosts
@@ -137,7 +138,7 @@ def not_now(ctx: RunContext, store: Store, task: Task, run_id: int,
     """The task's previous run still runs (`busy` says where). A plain slot is `skipped`, not
     queued. A chain's downstream (issue 23) is owed one run per upstream success: its claim is
     given back, unrecorded, and a later round or tick (any host) claims it again once the
-    previous run ended (chains.run_rounds waits within the chain window)."""
+    previous run ended (chain_rounds.run_rounds waits within the chain window)."""
     row = store.run(run_id) or {}
     queued = task.after or task.overlap in ("queue", "replace")  # issue 26: overlap.py
     if (queued and row.get("trigger") == "schedule" and row.get("attempt") == 1

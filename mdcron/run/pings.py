@@ -70,7 +70,7 @@ def masked(text: str, secrets: Sequence[str]) -> str:
 
 
 def secret_values(environ: Mapping[str, str], secret_names: Sequence[str]) -> list[str]:
-    from .environment import is_secret  # lazy: fnmatch, only for a task with ping_url
+    from ..settings.config import is_secret  # lazy: only for a task with ping_url
 
     return [v for k, v in environ.items() if v and is_secret(k, secret_names)]
 

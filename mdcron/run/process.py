@@ -30,18 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.outcome import Outcome, RunResult, envelope_error
-from ..core.private_files import open_private
 from ..core.units import format_duration
 from ..tasks.task import Task
 from .exit_time import zombie_end
 from .identity import Switch
+from .process_group import KILL_SETTLE, group_alive, in_group, signal_group
+from .process_group import kill_process_group as kill_process_group
 from .proctree import Tree, describe
+from .run_output import Output
 
 READ_CHUNK = 64 * 1024
-MAX_LINE = 64 * 1024  # the last stdout line (the JSON envelope) is kept up to this size
 CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
 DRAIN_LIMIT = 2.0  # how long output may keep flowing after the leader exits or the group dies
-KILL_SETTLE = 1.0  # how long to wait for a group to vanish after SIGKILL
 TRACK_EVERY = 1.0  # without a cgroup: how often the run's tree is looked at while it runs
 POLL = 0.05  # how often the leader's exit and the group's liveness are checked
 STOPPED_GAP = 1.0  # a longer pause between two looks: the tick itself was stopped (exit_time.py)
@@ -84,214 +84,6 @@ def command_argv(task: Task, cwd: Path) -> list[str]:
     if not os.access(path, os.X_OK):
         raise RunnerError(f"script {script!r} is not executable: chmod +x {shlex.quote(script)}")
     return [str(path), *words[1:]]
-
-
-# --- process groups ----------------------------------------------------------------------------
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send sig to the group; False when there is nobody (left) to signal."""
-    try:
-        os.killpg(pgid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. os.killpg(pgid, 0) also counts zombies; an
-    orphaned zombie lingers where PID 1 does not reap (containers, some VMs) but holds no file,
-    lock or pipe, so on Linux members that are all zombies count as gone. The caller must have
-    reaped its own child (the leader) first."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process now: it exists, we cannot touch it
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # state ppid pgrp ...
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def _in_group(pid: int, pgid: int) -> bool:
-    try:
-        return os.getpgid(pid) == pgid
-    except OSError:
-        return False
-
-
-def _wait_gone(pgid: int, seconds: float) -> bool:
-    end = time.monotonic() + seconds
-    while group_alive(pgid):
-        if time.monotonic() >= end:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def kill_process_group(pgid: int, grace: float) -> bool:
-    """TERM the group, wait up to ``grace`` for it to be gone, then KILL it. Safe when the group
-    is already gone. Returns True when no live process of the group remains (False: a member
-    survived, or belongs to another user). Do not use it on a group whose leader is your own
-    unreaped child: reap it first, or it counts as alive until the grace ends."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        return not group_alive(pgid)
-    _signal_group(pgid, signal.SIGCONT)  # a stopped process acts on TERM only once continued
-    if _wait_gone(pgid, grace):
-        return True
-    _signal_group(pgid, signal.SIGKILL)
-    return _wait_gone(pgid, KILL_SETTLE)
-
-
-# --- output ------------------------------------------------------------------------------------
-
-
-def _last_nonblank_line(data: bytes) -> bytes | None:
-    end = len(data)
-    while end > 0:
-        start = data.rfind(b"\n", 0, end) + 1
-        if data[start:end].strip():
-            return data[start:end]
-        end = start - 1
-    return None
-
-
-class _Output:
-    """The log file (capped), the tail of combined output and the last stdout line."""
-
-    def __init__(self, log_path: Path, max_log_bytes: int, tail_bytes: int,
-                 log_root: Path | None = None):
-        self.max_log_bytes = max(0, max_log_bytes)
-        self.tail_bytes = max(0, tail_bytes)
-        self.tail = bytearray()
-        self.total = 0  # bytes of output seen
-        self.logged = 0  # bytes of output written (or attempted) to the log
-        self.dropped = 0  # bytes past the cap
-        self.line = bytearray()  # the stdout line being received
-        self.line_too_long = False
-        self.last_line: bytes | None = None  # the last complete non-blank stdout line
-        self.last_line_ok = True  # False when that line was longer than MAX_LINE
-        self.error: str | None = None
-        self.ends_with_newline = True
-        self.fd: int | None = None
-        self.opened = False
-        try:
-            # walked from the home without following a symlink (core/safe_fs.py)
-            self.fd = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                                   root=log_root)
-            self.opened = True
-            os.fchmod(self.fd, 0o600)
-        except OSError as exc:
-            self._fail(exc)
-
-    def _fail(self, exc: OSError) -> None:
-        if self.error is None:
-            self.error = f"[log write failed: {exc}]"
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
-
-    def _write(self, data: bytes | memoryview) -> None:
-        view = memoryview(data)
-        while view and self.fd is not None:
-            try:
-                n = os.write(self.fd, view)
-            except OSError as exc:
-                self._fail(exc)
-                return
-            if n <= 0:
-                self._fail(OSError(errno.EIO, "short write"))
-                return
-            view = view[n:]
-
-    def feed(self, data: bytes, stdout: bool) -> None:
-        self.total += len(data)
-        room = self.max_log_bytes - self.logged
-        if room > 0:
-            part = data[:room]
-            self.logged += len(part)
-            self.ends_with_newline = part.endswith(b"\n")
-            self._write(part)
-        self.dropped += max(0, len(data) - max(room, 0))
-        if self.tail_bytes:
-            self.tail += data
-            if len(self.tail) > 2 * self.tail_bytes:
-                del self.tail[: -self.tail_bytes]
-        if stdout:
-            self._track_line(data)
-
-    def _track_line(self, data: bytes) -> None:
-        last_nl = data.rfind(b"\n")
-        if last_nl < 0:
-            self._extend_line(data)
-            return
-        first_nl = data.find(b"\n")
-        found = _last_nonblank_line(data[first_nl + 1 : last_nl]) if first_nl < last_nl else None
-        if found is not None:
-            self.last_line, self.last_line_ok = found[:MAX_LINE], len(found) <= MAX_LINE
-        else:  # no whole line inside data: the one in progress ends at its first newline
-            self._extend_line(data[:first_nl])
-            if self.line.strip():
-                self.last_line, self.last_line_ok = bytes(self.line), not self.line_too_long
-        self.line.clear()
-        self.line_too_long = False
-        self._extend_line(data[last_nl + 1 :])
-
-    def _extend_line(self, data: bytes) -> None:
-        room = MAX_LINE - len(self.line)
-        if len(data) > room:
-            self.line_too_long = True
-        self.line += data[: max(room, 0)]
-
-    def note(self, text: str) -> None:
-        """An [mdcron] line in the log, outside the cap."""
-        prefix = b"" if self.ends_with_newline else b"\n"
-        self._write(prefix + text.encode() + b"\n")
-        self.ends_with_newline = True
-
-    def finish(self) -> None:
-        if self.line.strip():  # a last line without a newline
-            self.last_line, self.last_line_ok = bytes(self.line), not self.line_too_long
-        if self.dropped:
-            self.note(
-                f"[mdcron] output truncated: {self.dropped} bytes not logged "
-                f"(log_max_bytes={self.max_log_bytes})"
-            )
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError as exc:
-                self._fail(exc)
-            self.fd = None
-
-    def tail_text(self) -> str:
-        note = f"\n{self.error}\n" if self.error else ""
-        keep = max(0, self.tail_bytes - len(note.encode()))
-        data = bytes(self.tail[-keep:]) if keep else b""
-        if self.total > len(data):  # cut: drop a split UTF-8 sequence at the start
-            i = 0
-            while i < min(3, len(data)) and 0x80 <= data[i] <= 0xBF:
-                i += 1
-            data = data[i:]
-        text = data.decode("utf-8", errors="replace") + note
-        return text[-self.tail_bytes :] if self.tail_bytes else ""
 
 
 # --- one run -----------------------------------------------------------------------------------
@@ -360,7 +152,7 @@ def run_command(
     raises, the group is killed and the exception propagates; nothing else raises. With a
     `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
     start = time.monotonic()
-    out = _Output(log_path, max_log_bytes, tail_bytes, log_root)
+    out = Output(log_path, max_log_bytes, tail_bytes, log_root)
     try:
         proc = subprocess.Popen(
             spec.argv,
@@ -407,7 +199,7 @@ def run_command(
 class _Run:
     """The loop of one started process: read, watch the clock, end the group."""
 
-    def __init__(self, proc: subprocess.Popen, spec: CommandSpec, out: _Output,
+    def __init__(self, proc: subprocess.Popen, spec: CommandSpec, out: Output,
                  kill_grace: float, start: float, tree: Tree | None = None):
         self.proc = proc
         self.tree = tree
@@ -435,7 +227,7 @@ class _Run:
         members = self.tree.members()
         if not members:
             return members
-        return {pid for pid in members if not _in_group(pid, self.pgid)}
+        return {pid for pid in members if not in_group(pid, self.pgid)}
 
     def _alive(self) -> bool:
         return group_alive(self.pgid) or bool(self._outside())
@@ -450,7 +242,7 @@ class _Run:
                 self.tree.kill_all()
             else:
                 self.tree.signal(sig, outside)
-        _signal_group(self.pgid, sig)
+        signal_group(self.pgid, sig)
 
     def _terminate(self, now: float, grace: float) -> float:
         self._signal(signal.SIGTERM)
@@ -529,7 +321,7 @@ class _Run:
         if self.rc is None:
             self.rc = self.proc.poll()
         if self.rc is None:
-            _signal_group(self.pgid, signal.SIGKILL)
+            signal_group(self.pgid, signal.SIGKILL)
             try:
                 self.rc = self.proc.wait(timeout=KILL_SETTLE + DRAIN_LIMIT)
             except subprocess.TimeoutExpired:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..settings.config import Config
 from ..tasks.task import Task
-from .locks import LockInfo, TaskLock, read_info
+from .locks import LockInfo, TaskLock, kill_holder, read_info, stop_run_tree
 
 POLL = 0.1  # seconds between looks at a busy resource (on_busy: wait)
 BUSY_ENV = "MDCRON_BUSY_RESOURCES"
@@ -59,10 +59,10 @@ class Held:
 
     def release(self) -> None:
         if self.leases:
-            from ..hosts.lease import release, renewer
+            from ..hosts.lease import Stopper, release, renewer
 
             for lease in self.leases:
-                renewer(self.config, self.store).drop(lease)
+                renewer(self.config, self.store, Stopper(kill_holder, stop_run_tree)).drop(lease)
                 release(self.store, lease)
             self.leases.clear()
         for _, lock in self.units:
@@ -95,7 +95,7 @@ def try_take(config: Config, names: tuple[str, ...], keep_partial: bool,
 
 def _lease_unit(config: Config, held: Held, shared: tuple[object, str], name: str,
                 unit: int) -> bool:
-    from ..hosts.lease import acquire, renewer
+    from ..hosts.lease import Stopper, acquire, renewer
 
     store, holder = shared
     lease, _busy, _ = acquire(store, f"resource:{name}.{unit}", None, holder,
@@ -103,7 +103,7 @@ def _lease_unit(config: Config, held: Held, shared: tuple[object, str], name: st
     if lease is None:
         return False
     held.leases.append(lease)
-    renewer(config, store).add(lease)
+    renewer(config, store, Stopper(kill_holder, stop_run_tree)).add(lease)
     return True
 
 

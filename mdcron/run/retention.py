@@ -15,18 +15,21 @@ noticed and said, and never delete history wholesale"):
 - **At most RETENTION_SHARE of the runs per pass** (oldest first): a clock that stays wrong,
   or `retention_days` lowered from 365 to 30, thins history over days instead of at once.
 
-Lazy imports: the healer's backup pruning (selfheal/, above run) only when backups exist.
+Lazy imports: shutil only when old heal backups are removed.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import safe_fs
 from ..settings.config import Config
 from ..state.idle import RETENTION_EVERY
 from ..state.store import Store
+
+BACKUPS = "heal-backups"  # in logs/ (selfheal/healer.py makes them); pruned with the runs
 
 KEEP_RUNS = 10  # a task's newest runs are never deleted
 RETENTION_SHARE = 0.1  # at most this share of all runs per pass
@@ -60,7 +63,33 @@ def retention(config: Config, store: Store, now: float, last_tick: str | None) -
         path = Path(log)
         if config.logs_dir in path.parents:
             safe_fs.remove_file(path, root=config.home, folder_too=True)
-    if (config.logs_dir / "heal-backups").is_dir():  # heal backups age out with the runs
-        from ..selfheal.healer import prune_backups  # lazy: the healer, only with backups
-
+    if (config.logs_dir / BACKUPS).is_dir():  # heal backups age out with the runs
         prune_backups(config, cutoff)
+
+
+def prune_backups(config: Config, older_than: float) -> list[Path]:
+    """Delete heal backups (logs/heal-backups/<task>/<stamp>-<attempt>) made before
+    `older_than`, by the UTC stamp in their name (the time the heal started), as the tick's
+    retention does for runs. Returns what was removed; empty task folders go too."""
+    import shutil  # lazy: only when old backups are removed
+
+    root = config.logs_dir / BACKUPS
+    removed: list[Path] = []
+    try:
+        task_dirs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return removed
+    for task_dir in task_dirs:
+        for backup in sorted(task_dir.iterdir()):
+            try:
+                made = datetime.strptime(backup.name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+            except ValueError:
+                continue  # not ours: left alone
+            if made.timestamp() < older_than and backup.is_dir() and not backup.is_symlink():
+                shutil.rmtree(backup, ignore_errors=True)
+                removed.append(backup)
+        try:
+            task_dir.rmdir()  # only when empty
+        except OSError:
+            pass
+    return removed

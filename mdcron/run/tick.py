@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
-from ..hosts import shared_tick
 from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config
@@ -30,7 +29,7 @@ from ..state.idle import FUTURE_SLACK
 from ..state.store import Store, TaskState, last_tick, state_store
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
-from . import pings
+from . import pings, shared_tick
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .environment import record_seen_secrets
@@ -171,7 +170,7 @@ def run_tick(
                             environ if environ is not None else os.environ)
         guard = store.metas_with_prefix("database_")  # dbguard.py: a recreated database
         if "database_recreated" in guard:  # alert once
-            from ..state.dbguard import alert_if_recreated
+            from ..alerts.recreated import alert_if_recreated  # lazy: only after a recreation
 
             alert_if_recreated(store, config, now, say)
         report.recovered = recover(config, store, now, owner.pid)
@@ -285,7 +284,7 @@ def run_tick(
         for task, rid, o in follower.join() if follower else ():
             report.ladders.append(o)
             report.results.append((task, rid, o.final))
-        from ..schedule.chains import run_rounds  # issue 12: downstreams whose upstreams succeeded
+        from .chain_rounds import run_rounds  # issue 12: downstreams whose upstreams succeeded
 
         for task, rid, o in run_rounds(ctx, store, candidates, broken,
                                        lambda items: run_all(ctx, items, say, healer), say,

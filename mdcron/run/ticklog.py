@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TextIO
 
 FORMATS = ("text", "json")
-# lines about one task start with its id (taskfile.ID_PATTERN), e.g. "backup: success in 2s"
+# lines about one task start with its id (tasks/key_checks.ID_PATTERN), e.g. "backup: success in 2s"
 _TASK_PREFIX = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,63}): ")
 
 

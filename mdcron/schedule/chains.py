@@ -12,13 +12,11 @@ event, so a tick that dies between an upstream's success and its downstream's st
 nothing: the next tick finds the success row. A downstream whose previous run still runs, here
 or on another host (issue 23), is not claimed but waits, owed, within its chain window
 (hold_back); a claim that loses the race for its lock or lease is given back (ladder.not_now).
-The tick starts downstreams right after its own runs (run_rounds), round after round, so a
-chain a → b → c completes within one tick.
+The tick starts downstreams right after its own runs (run/chain_rounds.py: run_rounds), round
+after round, so a chain a → b → c completes within one tick.
 The queries sit in small functions so that a later state interface can take them over.
 
-Lazy imports: starting and reporting a downstream task needs the run layer (dispatch, resource
-runs, locks) and the outbox, which sit above schedule in the layers (the tick calls into this
-module); they load when a chain actually runs. difflib only for a did-you-mean.
+Lazy imports: the lock's holder only for a chained task; difflib only for a did-you-mean.
 """
 
 from __future__ import annotations
@@ -190,7 +188,7 @@ def decide_many(task: Task, state: TaskState, ups: dict[str, list[UpSlot]],
 
 def upstream_busy(config: object, task_id: str) -> bool:
     """The upstream's ladder is still going (its lock is held by a live run)."""
-    from ..run.locks import holder_alive, lock_path, read_info
+    from ..core.lock_info import holder_alive, lock_path, read_info  # lazy: only for a chain
 
     # type: ignore[attr-defined]
     return holder_alive(read_info(lock_path(config.locks_dir, task_id)))
@@ -232,54 +230,7 @@ def schedule_zone(task: Task, config: object) -> tzinfo:
     return resolve_zone(task.timezone or config.timezone)  # type: ignore[attr-defined]
 
 
-# --------------------------------------------------------------- running
-
-
-def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
-               run_all: Callable[[list[tuple[Task, int]]], list], say: Callable[[str], None],
-               healer: object) -> list[tuple[Task, int, object]]:
-    """Claim and run eligible downstreams, round after round, until nothing new is claimed.
-    `run_all` runs [(task, run id)] and returns their ladder outcomes (dispatch.run_all).
-    Returns [(task, run id, LadderOutcome)]."""
-    from ..run.dispatch import Planned, describe_outcome
-    from ..run.resource_runs import start as start_deferred
-
-    done: list[tuple[Task, int, object]] = []
-    said: set[tuple[str, float]] = set()
-    given_back: set[str] = set()
-    for _ in range(MAX_ROUNDS):
-        todo = pending_for(store, ctx.config, tasks, skip_ids)  # type: ignore[attr-defined]
-        now = ctx.clock.now()  # type: ignore[attr-defined]
-        todo = [p for p in todo if p.task.id not in given_back]
-        todo = hold_back(store, ctx.config, todo, now, said, say)  # type: ignore[attr-defined]
-        if not todo:
-            break
-        plain = [p for p in todo if not (p.action == "run" and p.task.uses)]
-        won = store.claim_slots(
-            [(p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
-             for p in plain], now, ctx.owner)  # type: ignore[attr-defined]
-        for p in plain:
-            if p.action == "skip" and (p.task.id, p.slot) in won:
-                say(f"{p.task.id}: skipped ({p.reason})")
-                # type: ignore[attr-defined]
-                alert_skip(store, ctx.config, p.task, p.reason, now, say)
-        to_run = [(p.task, won[(p.task.id, p.slot)]) for p in plain
-                  if p.action == "run" and (p.task.id, p.slot) in won]
-        uses = [Planned(p.task, "run", p.slot, p.reason) for p in todo
-                if p.action == "run" and p.task.uses]
-        # type: ignore[arg-type]
-        deferred = start_deferred(ctx, uses, say, healer, describe_outcome)
-        outcomes = run_all(to_run)
-        done += [(t, rid, o) for (t, rid), o in zip(to_run, outcomes, strict=True)
-                 if not o.released]
-        for (t, _), o in zip(to_run, outcomes, strict=True):
-            if o.released:  # given back (ladder.not_now, which said so): the next tick retries
-                given_back.add(t.id)
-        ran = deferred.join()
-        done += [(o.task, rid, o) for rid, o in ran]
-        if not won and not ran:
-            break  # nothing moved (claimed by another tick, or a resource stays busy)
-    return done
+# ------------------------------------------------- waiting (the rounds: run/chain_rounds.py)
 
 
 def previous_run(store: Store, config: object, task_id: str) -> str | None:
@@ -313,22 +264,6 @@ def hold_back(store: Store, config: object, todo: list[Pending], now: float,
             say(f"{p.task.id}: waits for the previous run ({busy}) before its run for"
                 f" {_when(p.slot, schedule_zone(p.task, config))} ({p.reason}); not claimed yet")
     return out
-
-
-def alert_skip(store: Store, config: object, task: Task, reason: str, now: float,
-               say: Callable[[str], None]) -> None:
-    """A downstream skipped for its upstream alerts only with notify_on: always (with
-    `failure`, the upstream's own failure alert already tells). Never raises."""
-    if task.notify_on != "always":
-        return
-    from ..alerts.notify import Alert, enqueue
-
-    try:
-        enqueue(store, config, Alert(  # type: ignore[arg-type]
-            "skipped", task.id, f"mdcron: {task.title} ({task.id}) skipped",
-            f"{task.title} ({task.id}): skipped — {reason}", destination=task.notify_to), now)
-    except Exception as exc:  # notifications never fail the tick
-        say(f"mdcron: could not record the alert for {task.id}: {exc!r}")
 
 
 # --------------------------------------------------------------- words for people
@@ -378,35 +313,6 @@ def explain(config: object, task: Task, at: float) -> list[str]:
 
 def _when(ts: float, zone: tzinfo) -> str:
     return datetime.fromtimestamp(ts, zone).strftime("%Y-%m-%d %H:%M %Z")
-
-
-def run_chain_after_manual(ctx: object, store: Store, healer: object,
-                           say: Callable[[str], None], started_by: int | None = None) -> list:
-    """`run <id>` succeeded: run what is now eligible, as a tick would. Each run's line says
-    its run number ("run 8: load: success in 2s"), and its row that manual run `started_by`
-    started it (issue 25). Returns [(run id, LadderOutcome)] in the order they ran."""
-    from ..run.dispatch import run_all
-    from .cache import load_task_set
-
-    tasks = load_task_set(ctx.config).tasks  # type: ignore[attr-defined]
-    # type: ignore[attr-defined]
-    store.observe([(t.id, t.enabled, str(t.path)) for t in tasks], ctx.clock.now())
-    _, broken = check_graph(tasks, {t.id: t.enabled for t in tasks})
-
-    def numbered(items: list) -> list:
-        ids = {t.id: rid for t, rid in items}
-
-        def line(text: str) -> None:  # "b: success in 0.1s" -> "run 2: b: success in 0.1s"
-            task_id = text.split(": ", 1)[0]
-            say(f"run {ids[task_id]}: {text}" if task_id in ids else text)
-
-        return run_all(ctx, items, line, healer)  # type: ignore[arg-type]
-
-    done = run_rounds(ctx, store, tasks, broken, numbered, say, healer)
-    if started_by is not None:
-        for _, rid, _ in done:
-            store.add_note(rid, f"started by manual run {started_by}")
-    return [(rid, o) for _, rid, o in done]
 
 
 def next_lines(config: object, task: Task, tasks: list[Task], now: float) -> list[str]:

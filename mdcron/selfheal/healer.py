@@ -12,8 +12,8 @@ logs/self-heal-audit.log; changed files are backed up first, so `revert_heal` ca
 Budgets: at most `max_heals_per_tick` heals per healer instance (it lives for one tick) and
 `claude.max_heals_per_day` per task over the last 24 hours (rows in `heals`).
 
-Lazy imports: the path checks load only when a heal edits a file, shutil only when old backups
-are pruned.
+Lazy imports: the path checks load only when a heal edits a file. Old backups are pruned with the
+runs (run/retention.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ..core import safe_fs
 from ..core.clock import Clock
 from ..core.outcome import RunResult
 from ..run.heal_protocol import HealRecord
+from ..run.retention import BACKUPS
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.task import Task
@@ -49,7 +50,6 @@ from .tools import (
 
 TEMPLATE = "self-heal.txt"
 AUDIT_LOG = "self-heal-audit.log"
-BACKUPS = "heal-backups"  # in logs/; pruned with the runs (retention_days)
 MAX_AUDITED_REFUSALS = 200
 PROMPT_TEXT_LIMIT = 32 * 1024  # characters of the task file and output tail put in the prompt
 
@@ -363,34 +363,6 @@ def heal_history(store: Store, task_id: str, limit: int = 10) -> list[dict[str, 
 
 
 # --- retention ------------------------------------------------------------------------------------
-
-
-def prune_backups(config: Config, older_than: float) -> list[Path]:
-    """Delete heal backups (logs/heal-backups/<task>/<stamp>-<attempt>) made before
-    `older_than`, by the UTC stamp in their name (the time the heal started), as the tick's
-    retention does for runs. Returns what was removed; empty task folders go too."""
-    import shutil
-
-    root = config.logs_dir / BACKUPS
-    removed: list[Path] = []
-    try:
-        task_dirs = [d for d in root.iterdir() if d.is_dir() and not d.is_symlink()]
-    except OSError:
-        return removed
-    for task_dir in task_dirs:
-        for backup in sorted(task_dir.iterdir()):
-            try:
-                made = datetime.strptime(backup.name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
-            except ValueError:
-                continue  # not ours: left alone
-            if made.timestamp() < older_than and backup.is_dir() and not backup.is_symlink():
-                shutil.rmtree(backup, ignore_errors=True)
-                removed.append(backup)
-        try:
-            task_dir.rmdir()  # only when empty
-        except OSError:
-            pass
-    return removed
 
 
 # --- revert --------------------------------------------------------------------------------------

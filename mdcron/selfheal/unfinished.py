@@ -32,7 +32,7 @@ from ..run.locks import TaskLock, lock_path, process_matches
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.frontmatter_edit import write_atomic
-from ..tasks.taskfile import ID_PATTERN
+from ..tasks.key_checks import ID_PATTERN
 from .healer import AUDIT_LOG
 from .journal import SUFFIX, remove_synced
 from .tools import FILE_LIMIT, MANIFEST, sha256

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -116,6 +116,13 @@ class Config:
         # the state URL may carry a password, directly or through libpq's own variable
         state = (STATE_URL_ENV, "PGPASSWORD") if self.state_url else (STATE_URL_ENV,)
         return tuple(dict.fromkeys((*ALWAYS_SECRET, *self.secret_env, *self.env_refs, *state)))
+
+
+def is_secret(name: str, secret_names: Sequence[str]) -> bool:
+    """Whether an environment variable name matches a secret name or glob ("*_TOKEN")."""
+    from fnmatch import fnmatchcase  # lazy: fnmatch, only where an environment is filtered
+
+    return any(fnmatchcase(name, pattern) for pattern in (*ALWAYS_SECRET, *secret_names))
 
 
 class ConfigError(Exception):

@@ -6,8 +6,8 @@ history, failure counts, incidents and outbox are gone. When store.py creates th
 it empty: a zero-byte file is a lost database, not a new one) it calls `note_created`: if runs
 were recorded in this home before (the marker `state/database-created` that every creation
 leaves, or run logs under logs/runs), it leaves a `database_recreated` note in the new
-database's meta table. The next full tick (`alert_if_recreated`) turns the note into one forced
-alert and removes it, whichever command created the file.
+database's meta table. The next full tick turns the note into one forced alert and removes it
+(alerts/recreated.py), whichever command created the file.
 
 "First seen now" still lets the current minute's slot run, and the lost database may have run
 it already. So the marker also carries the latest slot ever claimed (`note_claims`, called by
@@ -15,9 +15,6 @@ Store.claim_slots: one small file write per tick that claims); without one, the 
 start stands in. A recreated database gets it as `database_claimed_until`, and the first full
 tick (`hold_back`) moves every task's not_before past it: no slot at or before it is claimed
 again; the next one runs as usual.
-
-Lazy imports: the outbox (alerts/, above state in the layers) only when a recreated database
-must be reported.
 """
 
 from __future__ import annotations
@@ -25,13 +22,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import safe_fs
 from ..core.clock import minute_floor
-from ..settings.config import Config
 from .meta import put_metas, take_meta
 
 MARKER = "database-created"  # in state/, next to mdcron.db
@@ -143,38 +138,3 @@ def _has_logs(runs: Path) -> bool:
     except OSError:
         return False
     return False
-
-
-def alert_if_recreated(store: object, config: Config, now: float,
-                       say: Callable[[str], None]) -> bool:
-    """One forced alert for a recreated database (see the module docstring). True if sent to
-    the outbox. `store` is a store.Store."""
-    from ..alerts.notify import Alert, enqueue
-
-    raw = store.get_meta(META_KEY)  # type: ignore[attr-defined]
-    if raw is None:
-        return False
-    try:
-        note = json.loads(raw)
-    except ValueError:
-        note = {}
-    evidence = "; ".join(note.get("evidence") or []) or "runs were recorded here before"
-    held = store.get_meta(HOLD_KEY)  # type: ignore[attr-defined]
-    again = ""
-    if held is not None:
-        stamp = datetime.fromtimestamp(min(float(held), minute_floor(now)), UTC)
-        again = (f" No slot up to {stamp:%Y-%m-%d %H:%M} UTC (the latest the lost database had"
-                 " claimed) runs again.")
-    body = (f"The state database {config.db_path} was missing or empty and has been created"
-            f" afresh ({evidence}). History, failure counts, incidents and unsent alerts are"
-            " gone, and every task counts as first seen now: fires before now will not be run."
-            + again +
-            " If the file was moved or can be restored from a backup, stop cron, put it back"
-            " (with its -wal file) and start cron again; otherwise nothing needs doing.")
-    if not store.take_meta(META_KEY):  # type: ignore[attr-defined]
-        return False  # another tick took it
-    enqueue(store, config, Alert("database_recreated", None,  # type: ignore[arg-type]
-                                 "mdcron: the state database was recreated", body,
-                                 forced=True), now)
-    say(f"mdcron: {body}")
-    return True

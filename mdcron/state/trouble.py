@@ -3,7 +3,7 @@
 A read-only file (chattr +i, a read-only mount, lost rights), a damaged page, a full disk or a
 lock another process holds all surface as sqlite3 errors somewhere inside a tick. `describe`
 turns one into the line a person acts on: the file, the cause and the fix, the same words
-every minute (the direct alert collapses on them: cli/doctor.store_error_alert). It only
+every minute (the direct alert collapses on them: cli/emergency.store_error_alert). It only
 reads: stat, statvfs, the immutable flag.
 """
 

@@ -8,255 +8,30 @@ Any error means no Task for that file; warnings (unknown keys, a missing cwd fol
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
-import reprlib
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..core import safe_fs
-from ..core.accounts import AccountError, check_group, check_user
-from ..core.cron import ScheduleError, parse_schedule, resolve_zone
 from ..core.problems import Problem, unknown_key
-from ..core.units import DurationError, parse_duration
-from ..core.zones import abbreviation_warning, unknown_zone
 from ..settings.config import Config
-from . import lenient, outside_keys, run_keys
-from . import task as task_model
+from . import lenient
+from .cross_checks import (
+    check_issue12_keys,
+    check_issue26_keys,
+    check_kind,
+    check_paths,
+    check_schedule,
+)
 from .frontmatter_edit import EditError, find_frontmatter, key_lines, split_lines
+from .key_checks import CHECKS, KNOWN_KEYS, NULL_OK, Bad, show
 from .not_tasks import NOT_A_TASK, not_a_task
-from .paths import PathError, script_path, script_problem, script_word, task_cwd
 from .task import Task
 from .task import find_duplicate_ids as find_duplicate_ids  # re-exported: older imports
 
 MAX_BYTES = 1024 * 1024
-MAX_SECONDS = 366 * 86400  # longer durations are surely typos (and overflow date maths)
-ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-KNOWN_KEYS: frozenset[str] = frozenset(
-    name for name in Task.__dataclass_fields__ if name not in ("path", "body")
-)
 _ERROR_PREFIX = "internal error while reading this file"
-_repr = reprlib.Repr()
-_repr.maxstring = _repr.maxother = 60
-_repr.maxlevel = 2
-
-
-class _Bad(Exception):
-    """A value that cannot be used; the message says what would be right."""
-
-
-def _show(value: object) -> str:
-    """A value for a message: strings in double quotes, everything else short."""
-    if isinstance(value, str):
-        text = value if len(value) <= 60 else value[:57] + "..."
-        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "nothing"
-    if isinstance(value, int) and abs(value) > 10**30:
-        return "a huge number"
-    return _repr.repr(value)
-
-
-# --- value checks: each returns the converted value or raises _Bad ------------------------
-
-
-def _text(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float, dt.date)) and not isinstance(value, bool):
-        raise _Bad(f'expected text; got {_show(value)} — put it in quotes: "{value}"')
-    raise _Bad(f"expected text; got {_show(value)}")
-
-
-def _id(value: object) -> str:
-    text = _text(value)
-    if not ID_PATTERN.fullmatch(text) or ".." in text:
-        raise _Bad(
-            "expected 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit "
-            f"and without '..' (e.g. backup-db); got {_show(text)}"
-        )
-    return text
-
-
-def _schedule(value: object) -> str:
-    if isinstance(value, dt.date):
-        at = value.isoformat()[:16] if isinstance(value, dt.datetime) else f"{value}T09:00"
-        raise _Bad(
-            f"YAML read {value} as a date, not a schedule; write the schedule in quotes, "
-            f'e.g. schedule: "@at {at}" or schedule: "0 9 * * *"'
-        )
-    text = _text(value)
-    if not text.strip():
-        raise _Bad('expected a cron expression or macro, e.g. "*/5 * * * *" or "@daily"')
-    return text
-
-
-def _flag(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise _Bad(f"expected true or false; got {_show(value)}")
-
-
-def _choice(options: Sequence[str]) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        if isinstance(value, str) and value in options:
-            return value
-        raise _Bad(f"expected one of {', '.join(options)}; got {_show(value)}"
-                   + lenient.did_you_mean(value, options))
-
-    return check
-
-
-def _seconds(value: object, what: str) -> float:
-    try:
-        seconds = parse_duration(value)
-    except (DurationError, OverflowError):
-        raise _Bad(f"expected {what}; got {_show(value)}") from None
-    if seconds > MAX_SECONDS:
-        raise _Bad(f"expected at most 366d; got {_show(value)}")
-    return seconds
-
-
-def _timeout(value: object) -> float:
-    seconds = _seconds(value, "seconds or a duration like 90s, 10m, 2h")
-    if seconds <= 0:
-        raise _Bad(f"expected more than 0 seconds, e.g. 90s, 10m, 2h; got {_show(value)}")
-    return seconds
-
-
-def _catchup(value: object) -> float:
-    if value == "always":
-        return task_model.CATCHUP_ALWAYS
-    if value == "never":
-        return task_model.CATCHUP_NEVER
-    return _seconds(value, 'a duration like 90s, 10m, 2h, or "always" or "never"')
-
-
-def _command(value: object) -> str:
-    text = _text(value)
-    if not text.strip():
-        raise _Bad("expected a command, e.g. command: ./backup.sh; got an empty one")
-    return text
-
-
-def _str_list(example: str) -> Callable[[object], tuple[str, ...]]:
-    def check(value: object) -> tuple[str, ...]:
-        if isinstance(value, str):
-            raise _Bad(f"use a list: {example}; got the single text {_show(value)}")
-        if not isinstance(value, list):
-            raise _Bad(f"expected a list like {example}; got {_show(value)}")
-        bad = [item for item in value if not isinstance(item, str)]
-        if bad:
-            raise _Bad(f"expected a list of texts like {example}; {_show(bad[0])} is not text")
-        return tuple(value)
-
-    return check
-
-
-def _names(value: object) -> tuple[str, ...]:
-    names = _str_list("[GITHUB_TOKEN, SLACK_TOKEN]")(value)
-    for name in names:
-        if not ENV_NAME.fullmatch(name):
-            raise _Bad(f"{_show(name)} is not an environment variable name (A-Z, 0-9, _)")
-    return names
-
-
-def _env(value: object) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise _Bad(
-            f"expected a mapping of NAME: value, e.g. env: {{LANG: C.UTF-8}}; got {_show(value)}"
-        )
-    result = {}
-    for name, item in value.items():
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-            raise _Bad(f"{_show(name)} is not an environment variable name (A-Z, 0-9, _)")
-        if isinstance(item, bool):
-            result[name] = "true" if item else "false"
-        elif isinstance(item, (str, int, float)):
-            result[name] = str(item)
-        else:
-            raise _Bad(f"{name}: expected a text or number value; got {_show(item)}")
-    return result
-
-
-def _hosts(names: tuple[str, ...]) -> tuple[str, ...]:
-    from ..settings.state_url import HOST_LIKE  # lazy: state_url loads socket; only for `hosts:`
-
-    for name in names:
-        if not HOST_LIKE.fullmatch(name):
-            raise _Bad(f"{_show(name)} is not a host name (letters, digits, '-', '_'; the"
-                       " `host:` of a scheduler.yaml)")
-    if not names:
-        raise _Bad("an empty list would run the task nowhere; leave hosts out for any host")
-    return names
-
-
-def _plain(check: Callable[[object], object]) -> Callable[[object], object]:
-    """A check that raises ValueError (outside_keys.py, run_keys.py), as one of this module's."""
-    def run(value: object) -> object:
-        try:
-            return check(value)
-        except ValueError as exc:
-            raise _Bad(f"{exc}; got {_show(value)}") from None
-
-    return run
-
-
-def _account(check: Callable[[object], str]) -> Callable[[object], str]:
-    def run(value: object) -> str:
-        try:
-            return check(value)
-        except AccountError as exc:
-            raise _Bad(str(exc)) from None
-
-    return run
-
-
-_CHECKS: dict[str, Callable[[object], object]] = {
-    "id": _id,
-    "title": lenient.title,
-    "schedule": _schedule,
-    "timezone": _text,
-    "timeout": _timeout,
-    "retry": _plain(run_keys.retry_count),
-    "enabled": _flag,
-    "disabled_reason": _choice(task_model.DISABLED_REASONS),
-    "self_heal": _flag,
-    "notify_on": _choice(task_model.NOTIFY_ON),
-    "notify_to": _text,
-    "run_as": _choice(task_model.RUN_AS),
-    "command": _command,
-    "cwd": _text,
-    "cwd_policy": _text,
-    "env": _env,
-    "secrets": _names,
-    "catchup": _catchup,
-    "tags": lenient.tags,
-    "prompt": _text,
-    "model": _text,
-    "heal_paths": _str_list('heal_paths: ["scripts/*.sh"]'),
-    "claude_config": _text,
-    "after": lambda v: tuple(_id(x) for x in _str_list("after: [extract, fetch]")(v)),
-    "chain_window": _timeout,
-    "once_per": _choice(task_model.ONCE_PER),
-    "uses": _str_list("uses: [gpu]"),
-    "on_busy": _choice(task_model.ON_BUSY),
-    "busy_wait": lambda v: _seconds(v, "a duration like 30s, 5m"),
-    "hosts": lambda v: _hosts(_str_list("hosts: [web1, web2]")(v)),
-    "user": _account(check_user),
-    "group": _account(check_group),
-    **{key: _plain(getattr(outside_keys, key)) for key in outside_keys.KEYS},  # issue 26
-    "retry_delay": _plain(run_keys.retry_delay),  # issue 26: run_keys.py
-    "jitter": _plain(run_keys.jitter),
-    "overlap": _plain(run_keys.overlap),
-}
-assert set(_CHECKS) == KNOWN_KEYS
-_NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -490,7 +265,7 @@ def _load_yaml(yaml_text: str, first_line: int, report: _Report) -> dict | None:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        kind = "a list" if isinstance(data, list) else f"a single value ({_show(data)})"
+        kind = "a list" if isinstance(data, list) else f"a single value ({show(data)})"
         report.error(
             f"the frontmatter is {kind}, not a mapping; write one key: value per line, "
             "e.g. id: backup-db",
@@ -530,19 +305,19 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
     for key, value in data.items():
         if not isinstance(key, str):
             report.warn(
-                f"key {_show(key)} is not a name (YAML read it as {type(key).__name__}) and is "
+                f"key {show(key)} is not a name (YAML read it as {type(key).__name__}) and is "
                 "ignored; keys are lower-case words like schedule"
             )
             continue
-        check = _CHECKS.get(key)
+        check = CHECKS.get(key)
         if check is None:
             report.warn(unknown_key(key, KNOWN_KEYS), key=key)
             continue
-        if value is None and key in _NULL_OK:
+        if value is None and key in NULL_OK:
             continue
         try:
             values[key] = check(value)
-        except _Bad as exc:
+        except Bad as exc:
             report.error(f"{key}: {exc}", key=key)
         except lenient.Accepted as exc:
             values[key] = exc.value
@@ -555,10 +330,10 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
                 key=key,
                 line=report.close_line,
             )
-    _check_schedule(values, report, config)
-    _check_issue12_keys(values, report, config)
-    _check_issue26_keys(values, report)
-    _check_kind(values, body, report)
+    check_schedule(values, report, config)
+    check_issue12_keys(values, report, config)
+    check_issue26_keys(values, report)
+    check_kind(values, body, report)
     if "cwd" in values and "cwd_policy" in values:
         report.error("cwd_policy: set either cwd or cwd_policy, not both", key="cwd_policy")
     if report.failed:
@@ -567,134 +342,5 @@ def _build(data: dict, body: str, report: _Report, config: Config) -> Task | Non
     if not values["title"]:
         values["title"] = values["id"]
     task = Task(path=report.path, body=body, **values)  # type: ignore[arg-type]
-    _check_paths(task, report, config)
+    check_paths(task, report, config)
     return task
-
-
-def _check_schedule(values: dict[str, object], report: _Report, config: Config) -> None:
-    zone = None
-    if "timezone" in values:
-        try:
-            zone = resolve_zone(values["timezone"])  # type: ignore[arg-type]
-        except ScheduleError:
-            report.error(f"timezone: {unknown_zone(values['timezone'])}", key="timezone")
-        else:
-            if warning := abbreviation_warning(values["timezone"]):  # type: ignore[arg-type]
-                report.warn(f"timezone: {warning}", key="timezone")
-    if zone is None:
-        zone = resolve_zone(config.timezone)  # checked when the config was loaded
-    # type: ignore[arg-type]
-    if "schedule" not in values or _after_words(values["schedule"]) is not None:
-        return  # a chain: checked by _check_issue12_keys
-    try:
-        parse_schedule(values["schedule"], zone)  # type: ignore[arg-type]
-    except ScheduleError as exc:
-        report.error(f"schedule: {exc}", key="schedule")
-
-
-def _check_kind(values: dict[str, object], body: str, report: _Report) -> None:
-    run_as = values.get("run_as", "shell")
-    reported = any(p.key == "command" for p in report.problems)
-    if run_as in ("shell", "script") and "command" not in values and not reported:
-        example = "./backup.sh" if run_as == "script" else "echo hello"
-        if report.raw.get("command", "").partition(":")[2].strip().startswith("#"):
-            report.error(  # issue 25: `command: #!/bin/sh …` or `command: # …` reads as empty
-                "command: empty, because YAML reads ' #' and what follows as a comment"
-                + lenient.quote_command(report.raw.get("command", ""), why=False),
-                key="command")
-            return
-        report.error(
-            f"command: missing; run_as: {run_as} needs a command, e.g. command: {example}",
-            key="command",
-            line=report.lines.get("run_as", report.close_line),
-        )
-    prompt = values.get("prompt")
-    if run_as == "claude" and not (isinstance(prompt, str) and prompt.strip()) and not body:
-        report.error(
-            "prompt: missing; run_as: claude needs a prompt: a prompt key or the text below "
-            "the closing '---'",
-            key="prompt",
-            line=report.lines.get("run_as"),
-        )
-    for key in ("user", "group"):
-        if run_as == "claude" and key in values:
-            report.error(
-                f"{key}: a Claude prompt task runs inside the tick, as the tick's user, so "
-                f"{key}: cannot apply; remove it, or run claude as a shell task "
-                "(run_as: shell, command: claude -p ...) to give it its own user",
-                key=key,
-            )
-    for key in ("memory_max", "nice", "io_class"):  # issue 26: limits of a process
-        if run_as == "claude" and key in values:
-            report.error(f"{key}: a Claude prompt task runs inside the tick, so no limit of its "
-                         "own can apply; remove it, or run claude as a shell task", key=key)
-
-
-def _check_paths(task: Task, report: _Report, config: Config) -> None:
-    key = "cwd" if task.cwd is not None else "cwd_policy"
-    try:
-        cwd = task_cwd(task, config)
-    except PathError as exc:
-        report.error(f"{key}: {exc}", key=key)
-        return
-    if key == "cwd" and not cwd.is_dir():
-        state = "is not a folder" if cwd.exists() else "does not exist (yet)"
-        report.warn(f"cwd: {cwd} {state}; runs will fail until it is a folder", key="cwd")
-    if task.run_as == "script":
-        try:
-            script = script_path(task, config)
-        except PathError as exc:
-            report.error(f"command: {exc}", key="command")
-            return
-        if problem := script_problem(script, script_word(task.command or "")):
-            report.warn(f"command: {problem}", key="command")
-
-
-def _after_words(schedule: str) -> list[str] | None:
-    """`schedule: after extract, fetch` -> ["extract", "fetch"]; None when not a chain."""
-    words = schedule.replace(",", " ").split()
-    if not words or words[0] != "after":
-        return None
-    return words[1:]
-
-
-def _check_issue26_keys(values: dict[str, object], report: _Report) -> None:
-    """A jitter on a chain (it starts when its upstream succeeds), a delay without retries."""
-    if values.get("jitter") and values.get("after"):
-        report.error("jitter: a chain starts when its upstream succeeds, not at a slot; remove "
-                     "jitter (or put it on the upstream)", key="jitter")
-    if "retry_delay" in values and not values.get("retry"):
-        report.warn("retry_delay: has no effect without retries; add retry: 3 (or remove it)",
-                    key="retry_delay")
-
-
-def _check_issue12_keys(values: dict[str, object], report: _Report, config: Config) -> None:
-    """Chains (`schedule: after x` / `after:`) and `uses:` against the config's resources.
-    Cross-file checks (unknown upstream, cycles) are in chains.check_graph."""
-    # type: ignore[arg-type]
-    words = _after_words(values["schedule"]) if "schedule" in values else None
-    listed = values.get("after", ())
-    if words is not None:
-        try:
-            names = tuple(dict.fromkeys([*(_id(w) for w in words), *listed]))  # type: ignore[misc]
-        except _Bad as exc:
-            report.error(f"schedule: after: {exc}", key="schedule")
-            return
-        if not names:
-            report.error('schedule: "after" needs the upstream task, e.g. schedule: after '
-                         "extract, or after: [extract, fetch] with schedule: after", key="schedule")
-        values["after"] = names
-    elif listed:
-        report.error("after: only works with schedule: after (the upstream decides when this "
-                     "runs); write schedule: after", key="after")
-    if values.get("id") in values.get("after", ()):  # type: ignore[operator]
-        report.error("after: a task cannot run after itself", key="after")
-    resources = config.resources
-    for name in values.get("uses", ()):  # type: ignore[attr-defined]
-        if name not in resources:
-            import difflib  # lazy: only for a misspelt resource
-
-            near = difflib.get_close_matches(name, sorted(resources), n=1, cutoff=0.6)
-            hint = (f"did you mean {near[0]!r}?" if near else
-                    f"add it to scheduler.yaml, e.g. resources: {{{name}: 1}}")
-            report.error(f"uses: unknown resource {name!r}; {hint}", key="uses")

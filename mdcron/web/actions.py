@@ -26,9 +26,9 @@ from ..cli.audit import record_action
 from ..state.store import state_store
 from ..tasks.task import DISABLED_REASONS
 from . import data
-from .app import MAX_COMMENT
 from .pages import config_or_409 as _config
 from .pages import int_param, task_id, task_page
+from .security import MAX_COMMENT
 from .times import until_instant
 
 

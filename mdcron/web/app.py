@@ -39,7 +39,6 @@ from .times import when
 
 HERE = Path(__file__).resolve().parent
 MAX_FORM = MAX_BODY  # bytes of a POST body; a comment is at most MAX_COMMENT characters
-MAX_COMMENT = 10_000
 IN_FLIGHT = 64  # requests in the routes at once (Gate); the worker threads are fewer anyway
 QUEUE_SECONDS = 10.0  # how long a request waits for its turn before a 503
 WEB_LOCK_WAIT = 2.0  # seconds a request waits for a tick's write lock before "busy" (503)

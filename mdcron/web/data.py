@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
+from ..cli.history_rows import history_json
 from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state, outside_lines
 from ..core import safe_fs
 from ..core.clock import to_dt
@@ -96,11 +97,6 @@ def _decoded(view) -> list[Task]:
         _TASKS.clear()
     return tasks
 
-
-def history_json(row: dict) -> dict:
-    from ..cli.commands import _history_json
-
-    return _history_json(row)
 
 
 @lru_cache(maxsize=4096)
@@ -335,7 +331,7 @@ def run_log_bytes(config: Config, run_id: int) -> bytes:
 
 def _timeout_of(config: Config, row: dict) -> float | None:
     """The running run's timeout in seconds, as its lock records it (the holder's deadline)."""
-    from ..run.locks import lock_path, read_info
+    from ..core.lock_info import lock_path, read_info
 
     info = read_info(lock_path(config.locks_dir, str(row["task_id"])))
     if info is None or info.run_id != row["id"]:
@@ -375,7 +371,7 @@ def health_view(home: Path, config: Config | None, now: float) -> dict:
     """Doctor's checks (from this process's cached task set, read once), the tick's own view
     of its secrets, the outbox, the locks, the resources, maintenance mode, the hosts."""
     from ..cli.doctor import run_doctor
-    from ..run.locks import holder_alive, read_info
+    from ..core.lock_info import holder_alive, read_info
     from ..schedule.pause import maintenance
 
     found = None

@@ -30,7 +30,8 @@ from .sessions import Session, Sessions
 from .token_file import load_token as load_token  # re-exported: server.py and older callers
 
 SAFE = frozenset({"GET", "HEAD"})
-MAX_BODY = 64 * 1024  # bytes of a request body; a comment is at most 10,000 characters
+MAX_BODY = 64 * 1024  # bytes of a request body; a comment is at most MAX_COMMENT characters
+MAX_COMMENT = 10_000
 BODY_SECONDS = 15.0  # a body that takes longer to arrive is refused (a slow-body client)
 OPEN = ("/login",)  # answered without a session: the login page and its form
 HEADERS = [

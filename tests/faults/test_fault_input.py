@@ -16,7 +16,7 @@ from faultlib import BEFORE, NOW, render_task, run_cli, runs, write_tasks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mdcron.cli.doctor import config_error_alert
+from mdcron.cli.emergency import config_error_alert
 from mdcron.schedule.cache import task_from_json, task_to_json
 from mdcron.settings.config import ConfigError, load_config
 from mdcron.tasks.not_tasks import NOT_A_TASK

@@ -24,7 +24,7 @@ from faultlib import (
     run_cli,
 )
 
-from mdcron.cli.doctor import store_error_alert
+from mdcron.cli.emergency import store_error_alert
 from mdcron.settings.config import load_config
 
 GIB = 1 << 30

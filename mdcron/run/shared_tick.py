@@ -3,8 +3,7 @@ takes them. Each is a no-op on SQLite except `runnable_here` (the `hosts:` key) 
 replay in `opening` (issue 22: a SQLite file that refused a run's result).
 
 Lazy imports: on SQLite every step here is a no-op, so the spool, the lease and host-file
-modules, the spooled ladder and the idle mirror load only with a shared (PostgreSQL) state; the
-spooled ladder (run/) sits above hosts in the layers.
+modules, the spooled ladder and the idle mirror load only with a shared (PostgreSQL) state.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ def opening(store: Store, config: Config, say: Say, now: float = 0.0,
     (StoreError), then record the outcomes a lost connection left in the spool (before recovery
     could call their rows crashed) and finish those runs' ladders (spool_ladder.py)."""
     if store.url:
-        from .peers import check_clock
+        from ..hosts.peers import check_clock
 
         check_clock(store, config.max_clock_skew)
     elif not any((d / "spool.jsonl").exists() for d in (config.state_dir, config.logs_dir)):
@@ -36,7 +35,7 @@ def opening(store: Store, config: Config, say: Say, now: float = 0.0,
     for line in replay(store, config.state_dir, recorded):
         say(line)
     if recorded:
-        from ..run.spool_ladder import finish
+        from .spool_ladder import finish
 
         finish(store, config, recorded, now, environ or {}, say)
 
@@ -55,8 +54,6 @@ def problems_store(store: Store, config: Config) -> Iterator[Store]:
 def after_recovery(store: Store, config: Config, say: Say) -> None:
     """A run another host took over after its deadline must not go on here."""
     if store.url:
-        from .peers import kill_taken_over
-
         for line in kill_taken_over(config, store):
             say(line)
 
@@ -67,7 +64,7 @@ def runnable_here(store: Store, config: Config, files: list[tuple[str, str]],
     host holds the task. Records this host's copies of the task files and that it is alive;
     a due task none of whose hosts ticks any more is said and alerted."""
     if store.url:
-        from .files import record, seen
+        from ..hosts.files import record, seen
 
         record(store, files, now)
         seen(store)
@@ -78,11 +75,11 @@ def runnable_here(store: Store, config: Config, files: list[tuple[str, str]],
         elsewhere = [t for t in candidates if not runs_here(t.hosts, here)]
         candidates = [t for t in candidates if runs_here(t.hosts, here)]
         if store.url and elsewhere:
-            from .files import alert_orphaned
+            from ..hosts.files import alert_orphaned
 
             alert_orphaned(store, config, elsewhere, now, say)
     if store.url:
-        from .peers import honour_suspensions
+        from ..hosts.peers import honour_suspensions
 
         candidates = honour_suspensions(store, candidates, say)
     return candidates
@@ -97,3 +94,32 @@ def closing(store: Store, config: Config, now: float) -> None:
         with Store(config.db_path) as local:
             local.set_meta("last_tick", repr(now))
             mirror(store, local, config)
+
+
+def kill_taken_over(config, store: Store) -> list[str]:  # config: config.Config
+    """A host coming back (its tick died or was cut off, its task did not) finds its run taken
+    over: the run's row was closed by another host and the task's lease is that host's now
+    (hosts/lease.py). Its task's process group still holds the local lock: kill it, so the task does
+    not go on running beside the newer run. Lines to say."""
+    from ..core.lock_info import holder_alive, read_info
+    from .locks import kill_holder
+
+    done = []
+    try:
+        paths = sorted(config.locks_dir.glob("*.lock"))
+    except OSError:
+        return done
+    for path in paths:
+        info = read_info(path)
+        if info is None or info.run_id is None or not holder_alive(info):
+            continue
+        row = store.run(info.run_id)
+        lease = store.lease(info.task_id)
+        if (row is None or row["status"] == "running" or row.get("host") != store.host
+                or lease is None or lease.host == store.host):
+            continue
+        killed = kill_holder(info, config.kill_grace)
+        done.append(f"{info.task_id}: run {info.run_id} was taken over by host {lease.host}"
+                    f" after its lease expired (fence {lease.fence}); its result is not"
+                    f" recorded here; {', '.join(killed) or 'its holder was gone'}")
+    return done
