@@ -303,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if held is not None:
             return held
         args.warm_view = ahead.view  # cmd_tick runs on it (stat'ed again at the go)
+        args.warm_store = ahead.store  # the database opened ahead (None: opened at the go)
     if args.command == "validate":
         return handler(config, args, warnings)
     try:
