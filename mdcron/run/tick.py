@@ -277,7 +277,7 @@ def run_tick(
             report.results = [(task, rid, o.final) for task, rid, o in ran]
         else:
             report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile,
-                                     on_end=follower.ended if follower else None)
+                                     on_end=follower.ended if follower else None, store=store)
             report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                            strict=True)]
         save_once()  # when meanwhile did not run (one task runs in this thread, or it failed)
