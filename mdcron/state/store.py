@@ -33,7 +33,7 @@ from .heals import HealsTable
 from .hosts import HostsTable
 from .incidents import IncidentsTable
 from .leases import FencedOff, LeasesTable, check_fence
-from .meta import MetaTable
+from .meta import MetaTable, put_metas
 from .metrics import MetricsTable
 from .outbox import OutboxTable
 from .runs import Owner, RunsTable
@@ -163,11 +163,23 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         """Issue 27, the daemon's held tick (cli/warm.py): pay before the minute what the first
         write after a WAL reset costs (a checkpoint of what other ticks left, the new WAL's
         header synced: ~10 ms), so that the claims at the minute do not. `note`: kept as meta
-        `held_tick` (the minute the tick waits for), the one row this writes."""
+        `held_tick` (the minute the tick waits for), the one row this writes. Another writer
+        holding the lock: nothing done (the claims pay it, as in a cold tick)."""
         if self.url:
             return
-        self.connect().execute("PRAGMA wal_checkpoint(PASSIVE)")
-        self.set_meta("held_tick", note)
+        db = self.connect()
+        db.execute("PRAGMA busy_timeout = 200")  # never held up by another writer: it is
+        try:  # only worth it when free (and this store's lock budget stays whole)
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return
+        try:
+            put_metas(db, {"held_tick": note})
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
 
     def read_ahead(self) -> None:
         """Issue 27, the held tick: read the task_state rows before the minute; the next
