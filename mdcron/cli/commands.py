@@ -54,8 +54,9 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     if _paused_tick(config, clock.now(), args.dry_run, say):
         return OK
     try:
-        report = run_tick(config, clock, dry_run=args.dry_run, say=say,
-                          view=getattr(args, "warm_view", None))  # issue 27: held tick
+        report = run_tick(config, clock, dry_run=args.dry_run, say=say,  # issue 27: held tick
+                          view=getattr(args, "warm_view", None),
+                          store=getattr(args, "warm_store", None))
     except StoreError:
         raise  # a clear message and exit 2 from main(); the database cannot hold an alert
     except Exception as exc:

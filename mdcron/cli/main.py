@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from pathlib import Path
 
-    from ..settings.config import ConfigError, load_config
+    from ..settings.config import ConfigError
     from ..state.store import StoreError
     from . import commands
     from .usage import USAGE, UsageError
@@ -282,8 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("doctor", "web"):  # before load_config: it reports a broken config itself
         return handler(home, args)
     text = fastpath.config_text(str(home))  # before load_config: the cache key is these bytes
+    from . import config_data  # lazy: with the config (a flat one is read without yaml)
+
     try:
-        config, warnings = load_config(home)
+        config, warnings = config_data.load(home, text, keep=args.command == "tick"
+                                            and not args.dry_run)
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"mdcron: {problem}", file=sys.stderr)
@@ -303,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if held is not None:
             return held
         args.warm_view = ahead.view  # cmd_tick runs on it (stat'ed again at the go)
+        args.warm_store = ahead.store  # the database opened ahead (None: opened at the go)
     if args.command == "validate":
         return handler(config, args, warnings)
     try:

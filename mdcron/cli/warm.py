@@ -8,13 +8,16 @@ quiet dry run at the boundary's instant:
   - idle ahead: it stays the small idle-path process (main.py, state/idle.py) and at the
     boundary runs the idle tick as cron's tick would; should the files say otherwise by then, it
     takes the full path, as a cold tick would;
-  - work ahead: it imports the whole tick path and reads scheduler.yaml (the imports are most of
-    a cold tick's cost).
+  - work ahead: it imports the whole tick path, reads scheduler.yaml, loads the task files'
+    view, decodes the tasks due at the boundary and opens the state database (the imports are
+    most of a cold tick's cost; the rest is most of what a warm tick paid after the minute).
 Nothing it decided before the boundary is trusted after it: the task files are stat'ed (and
-re-read when changed) by the tick itself after the go, as every tick does. What cannot be
-re-checked that way is refused instead: when the code (the modules' names, sizes, mtimes) or,
-for a warmed tick, scheduler.yaml's bytes differ from what it loaded, it exits EX_STALE without
-doing anything and the daemon starts a fresh tick in its place.
+re-read when changed) by the tick itself after the go, as every tick does, and a task decoded
+ahead is kept only with its file's stat unchanged; the database opened ahead is used only if
+its path still names the same file (else the tick opens it afresh). What cannot be re-checked
+that way is refused instead: when the code (the modules' names, sizes, mtimes) or, for a warmed
+tick, scheduler.yaml's bytes differ from what it loaded, it exits EX_STALE without doing
+anything and the daemon starts a fresh tick in its place.
 
 Lazy imports: this module is loaded only in the daemon's held tick (main.py); the tick path it
 warms is imported here on purpose, ahead of the minute, and only when that minute has work.
@@ -32,6 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..schedule.cache import View
     from ..settings.config import Config
+    from ..state.store import Store
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
 
@@ -55,6 +59,7 @@ class Ahead:
         """`at`: the instant the tick will run at (its --now), else the next minute."""
         self.home, self.fd = home, fd
         self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
+        self.store: Store | None = None  # warm_and_wait: the state database, opened ahead
         self.code = fastpath.code_fingerprint()
         self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
@@ -78,20 +83,26 @@ class Ahead:
         from ..schedule.cache import load  # lazy: as warm_up
 
         self.view = load(config)  # the rows read now; refresh() stats the files at the go
+        decode_due(self.view, self.boundary)
+        opened = None
         if not config.state_url and config.db_path.is_file():
             # the lost-database marker (state/dbguard.py) moves to this minute now, not in the
             # claim: a marker ahead only holds back a slot after a lost database, never reruns
             from ..state.dbguard import note_claims  # lazy: as warm_up
 
             note_claims(config.db_path, minute_floor(self.boundary))
+            opened = open_ahead(config, self.boundary)
         held = self.wait()
         if held is None and fastpath.config_text(self.home) != config_text:
             held = EX_STALE
         if held is not None:
             self.view.close()
             self.view = None
+            if opened is not None:
+                opened[0].close()
             return held
         self.view.refresh()
+        self.store = still_same(opened, config)
         return None
 
 
@@ -108,6 +119,51 @@ def warm_up() -> None:
     from . import actions  # noqa: F401  # lazy: as above
 
     cron._load_croniter()  # the reasons said after the runs start step croniter
+
+
+def decode_due(view: View, boundary: float) -> None:
+    """Decode ahead the tasks the boundary may run (cached next_due at or before it, or not
+    known): refresh() keeps an entry, and its decoded task, only while its file's stat holds."""
+    for entry in view.valid:
+        if entry.enabled and (entry.next_due is None
+                              or entry.next_due <= boundary + fastpath.DUE_SLACK):
+            view.task(entry)
+
+
+def open_ahead(config: Config, boundary: float) -> tuple[Store, tuple[int, int]] | None:
+    """The state database, connected ahead (its first write done: Store.write_ahead; its
+    task_state rows read: Store.read_ahead), and the (device, inode) it was opened as."""
+    import sqlite3  # lazy: as warm_up (loaded already by the view)
+
+    from ..state.store import Store, StoreError  # lazy: as warm_up
+
+    store = Store(config.db_path, url=config.state_url, host=config.host_name)
+    try:
+        store.connect()
+        st = os.stat(config.db_path)
+        store.write_ahead(repr(boundary))
+        store.read_ahead()
+    except (StoreError, OSError, sqlite3.Error):
+        store.close()
+        return None  # the tick opens it at the go and says what is wrong
+    return store, (st.st_dev, st.st_ino)
+
+
+def still_same(opened: tuple[Store, tuple[int, int]] | None, config: Config) -> Store | None:
+    """The store opened ahead when its path still names the file it opened; else None (closed):
+    a database replaced or removed while the tick waited is opened afresh, as a cold tick does
+    (and state/dbguard.py sees a recreated one)."""
+    if opened is None:
+        return None
+    store, ident = opened
+    try:
+        st = os.lstat(config.db_path)
+        if (st.st_dev, st.st_ino) == ident:
+            return store
+    except OSError:
+        pass
+    store.close()
+    return None
 
 
 def _wait(fd: int) -> bool:

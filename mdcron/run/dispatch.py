@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 
 from ..core.outcome import Outcome, RunResult
@@ -39,11 +40,13 @@ class Planned:
 def run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
     healer: Healer | None, meanwhile: Callable[[], object] | None = None,
-    on_end: Callable[[LadderOutcome], object] | None = None,
+    on_end: Callable[[LadderOutcome], object] | None = None, store: Store | None = None,
 ) -> list[LadderOutcome]:
     """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
     starts when they run one by one here). `on_end(outcome)` is called as each ladder ends,
-    in its worker (issue 27: chain_follow starts the downstreams then)."""
+    in its worker (issue 27: chain_follow starts the downstreams then). `store`: the caller's
+    SQLite connection, used by the runs that go one by one in this thread (issue 27: a tick
+    with one due task opens its database once); a pool's workers open their own."""
     if not to_run:
         return []
 
@@ -53,12 +56,14 @@ def run_all(
     if waiting and workers > slots:  # issue 26: a waiting ladder gives its slot back (waits.py)
         ctx = replace(ctx, gate=Gate(slots))
 
+    mine = store if workers == 1 and store is not None and not store.url else None
+
     def one(item: tuple[Task, int]) -> LadderOutcome:
         if ctx.gate is None:
-            outcome = run_one(ctx, item, say, healer)
+            outcome = run_one(ctx, item, say, healer, mine)
         else:
             with ctx.gate:
-                outcome = run_one(ctx, item, say, healer)
+                outcome = run_one(ctx, item, say, healer, mine)
         if on_end is not None:  # issue 27: a downstream starts at once
             try:
                 on_end(outcome)
@@ -86,10 +91,12 @@ def may_wait(task: Task) -> bool:
 
 
 def run_one(ctx: RunContext, item: tuple[Task, int], say: Callable[[str], None],
-            healer: Healer | None) -> LadderOutcome:
-    """One claimed run: its comments, its ladder, its alerts, on its own connection."""
+            healer: Healer | None, store: Store | None = None) -> LadderOutcome:
+    """One claimed run: its comments, its ladder, its alerts, on its own connection (or on
+    `store`, this thread's, left open)."""
     task, run_id = item
-    with state_store(ctx.config) as store:  # one connection per thread
+    # one connection per thread
+    with nullcontext(store) if store is not None else state_store(ctx.config) as store:
         try:
             task, skip_reason, unread_note = read_comments(ctx, store, task)
             if skip_reason is not None:

@@ -125,9 +125,11 @@ def run_tick(
     say: Callable[[str], None] = print,
     healer: Healer | None = None,
     view: View | None = None,
+    store: Store | None = None,
 ) -> TickReport:
     """One pass. `healer` replaces the default (Claude, when a key is set) — for tests.
-    `view`: the task files as loaded and refreshed by the daemon's held tick (cli/warm.py).
+    `view`: the task files as loaded and refreshed by the daemon's held tick (cli/warm.py);
+    `store`: its state database, opened ahead (closed here; None: opened here).
 
     Task files come through the cache (cache.py): only changed files are parsed, and only
     candidates (cached next_due <= now) become Task objects and go through decide()."""
@@ -145,6 +147,8 @@ def run_tick(
             f" (`mkdir {config.tasks_dir}`) or restore it")]
     report.tasks = len(view.valid)
     report.duplicates = view.duplicates()
+    if (report.duplicates or dry_run) and store is not None:
+        store.close()
     if report.duplicates:
         view.close()
         return report  # nothing runs while two files claim one id
@@ -165,7 +169,7 @@ def run_tick(
         return report
 
     owner = current_owner()
-    with state_store(config) as store:
+    with store if store is not None else state_store(config) as store:
         shared_tick.opening(store, config, say, now,  # issue 11: clock skew, the spool
                             environ if environ is not None else os.environ)
         guard = store.metas_with_prefix("database_")  # dbguard.py: a recreated database
@@ -272,7 +276,7 @@ def run_tick(
             report.results = [(task, rid, o.final) for task, rid, o in ran]
         else:
             report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile,
-                                     on_end=follower.ended if follower else None)
+                                     on_end=follower.ended if follower else None, store=store)
             report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                            strict=True)]
         save_once()  # when meanwhile did not run (one task runs in this thread, or it failed)

@@ -145,26 +145,35 @@ _KNOWN = {
 }
 
 
-def load_config(home: Path, environ: Mapping[str, str] | None = None
-                ) -> tuple[Config, list[Problem]]:
+def load_config(home: Path, environ: Mapping[str, str] | None = None, *,
+                data: dict | None = None) -> tuple[Config, list[Problem]]:
     """Read home/scheduler.yaml if it exists and build every section into typed values, once:
     nothing else parses the file. Errors raise ConfigError (the tick must stop rather than
     guess); unknown keys, and ${VAR}s unset in `environ` (default os.environ), come back as
-    warnings."""
+    warnings. `data`: the file's YAML as parse_config returned it for the very text the caller
+    read (the tick's cache, cli/config_data.py): built without reading or parsing again."""
     home = home.resolve()
     path = home / CONFIG_NAME
     env = os.environ if environ is None else environ
+    if data is not None:
+        return _build(home, path, data, env)
     if not path.exists():
         if env.get(STATE_URL_ENV):  # a state URL without a config file (issue 11)
             return _build(home, path, {}, env, exists=False)
         return Config(home=home), []
+    return _build(home, path, parse_config(path), env)
+
+
+def parse_config(path: Path, text: str | None = None) -> dict:
+    """The config file's YAML mapping (of `text`, the file's text as the caller read it, when
+    given); ConfigError when it cannot be read or is not one."""
     import yaml  # lazy: yaml (~10 ms) only when there is a config file
 
     from ..core.safe_fs import NotRegular  # lazy: as yaml
     from ..core.safe_yaml import YamlLimitError, load_yaml  # lazy: as yaml
 
     try:
-        data = load_yaml(_read_text(path)) or {}
+        data = load_yaml(_read_text(path) if text is None else text) or {}
     except NotRegular as exc:  # a FIFO, a folder, a device: refused, never waited on
         raise ConfigError([Problem(
             path, f"not a regular file ({exc.kind}); fix: replace it with the config file (a "
@@ -185,7 +194,7 @@ def load_config(home: Path, environ: Mapping[str, str] | None = None
         ) from exc
     if not isinstance(data, dict):
         raise ConfigError([Problem(path, "the config must be a mapping of key: value")])
-    return _build(home, path, data, os.environ if environ is None else environ)
+    return data
 
 
 def _read_text(path: Path) -> str:

@@ -1,0 +1,117 @@
+"""scheduler.yaml read without PyYAML when it is a flat list of `key: value` lines (issue 27):
+the tick then neither imports yaml nor runs its parser (~10-15 ms before its first task).
+
+flat() parses such a text itself, and gives up (None) on anything else: a nested section, a
+flow collection, a quote, an anchor, a tag, a multi-line value. Its result is used only for a
+text PyYAML was seen to read the same way (values and their types): the first tick that reads
+a text parses it with both and, when they agree, writes the text's tick cache key
+(state/idle.py cache_key: a digest of the config's bytes, the code, the version, $HOME) to
+state/config-checked; the ticks after it, and read-only commands, find the key there and use
+flat(). Only the digest is kept: the config's text may hold a password the state must not.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..core import safe_fs
+from ..core.problems import Problem
+from ..settings.config import CONFIG_NAME, Config, load_config, parse_config
+from ..state import idle as fastpath
+
+NAME = "config-checked"
+LIMIT = 1 << 16  # a flat config is a few lines; a longer text goes to PyYAML
+_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#.*)?")
+_PLAIN = re.compile(r"[A-Za-z0-9_./+@=:-][A-Za-z0-9_./+@=: -]*")  # no quote, bracket, #, &, *
+_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]+")
+
+
+def load(home: Path, text: str | None, keep: bool) -> tuple[Config, list[Problem]]:
+    """load_config(home) for the config whose text is `text` (fastpath.config_text: '+' and the
+    text, '-' none, None unreadable: load_config reads and reports those); `keep`: a tick,
+    which may write the key of a text both parsers read alike. ConfigError as load_config."""
+    body = _body(text)
+    data = flat(body) if body is not None else None
+    if data is None:
+        return load_config(home)
+    key = fastpath.cache_key(text)  # type: ignore[arg-type]  (a str when there is a body)
+    checked = home / "state" / NAME
+    if _read(checked, home) == key:
+        return load_config(home, data=data)
+    parsed = parse_config(home / CONFIG_NAME, body)
+    if keep and same(parsed, data):
+        _write(checked, home, key)
+    return load_config(home, data=parsed)
+
+
+def _body(text: str | None) -> str | None:
+    """The file's text in config_text's answer ('+' and the text), if it is valid UTF-8 and
+    short enough to be a flat config; else None."""
+    if text is None or not text.startswith("+") or len(text) > LIMIT:
+        return None
+    try:
+        text.encode("utf-8")  # surrogates stand for bytes that are not UTF-8
+    except UnicodeEncodeError:
+        return None
+    return text[1:]
+
+
+def flat(text: str) -> dict | None:
+    """A text of `key: scalar` lines (and blank or comment lines) as a mapping, else None."""
+    data: dict[str, object] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _LINE.fullmatch(line)
+        if match is None or match.group(1) in data:
+            return None
+        value = match.group(2)
+        if value is None:
+            data[match.group(1)] = None  # `key:` alone: null, unless a section follows (then
+            continue  # its indented line does not match _LINE and this gives up)
+        if not _PLAIN.fullmatch(value) or ": " in value:
+            return None
+        data[match.group(1)] = _scalar(value)
+    return data
+
+
+def _scalar(value: str) -> object:
+    lower = value.lower()
+    if lower in ("true", "false"):
+        return lower == "true"
+    if lower in ("null", "~"):
+        return None
+    if _INT.fullmatch(value):
+        return int(value)
+    if _FLOAT.fullmatch(value):
+        return float(value)
+    return value
+
+
+def same(a: object, b: object) -> bool:
+    """Equal with the same types all the way down (True is not 1 here)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)  # type: ignore[union-attr,index]
+    return a == b
+
+
+def _read(path: Path, home: Path) -> str | None:
+    try:  # inside state/ walked from the home, never through a symlink or a FIFO
+        return safe_fs.read_regular(path, 256, root=home).decode("ascii").strip()
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, home: Path, key: str) -> None:
+    """Owner-only, as state/; nothing when there is no state folder yet or it cannot be."""
+    if not path.parent.is_dir():
+        return
+    try:
+        safe_fs.replace_file(path, (key + "\n").encode("ascii"), root=home)
+    except OSError:
+        pass

@@ -1,0 +1,73 @@
+"""A flat scheduler.yaml read without PyYAML (issue 27, cli/config_data.py): only for a text
+PyYAML was seen to read alike, only under that text's key, and only the key is kept."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO
+from conftest import age_cache as age
+
+from mdcron.cli.config_data import flat
+
+PROBE = """
+import sys
+from mdcron.cli.main import main
+code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("EXIT", code, "YAML", "yaml" in sys.modules)
+"""
+
+
+def _tick(home, minute: int) -> str:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(home),
+                          f"2026-11-23T10:{minute:02d}:00+00:00"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    return out.stdout.strip().splitlines()[-1] + out.stderr
+
+
+def test_a_flat_config_is_read_without_yaml_once_checked_and_its_text_is_not_kept(home,
+                                                                                  write_task):
+    (home / "scheduler.yaml").write_text("timezone: UTC  # the zone\nmax_parallel: 2\n",
+                                         encoding="utf-8")
+    write_task("plain", command="true")
+    assert _tick(home, 0) == "EXIT 0 YAML True"  # the first tick creates state/
+    assert _tick(home, 1) == "EXIT 0 YAML True"  # both parsers, the key written
+    checked = (home / "state" / "config-checked").read_text(encoding="ascii")
+    assert re.fullmatch(r"[0-9a-f]{64}\n", checked)
+    age(home)  # the task file's row trusted: a file read again would import yaml for itself
+    assert _tick(home, 2) == "EXIT 0 YAML False"
+    assert _tick(home, 3) == "EXIT 0 YAML False"
+
+
+def test_a_config_yaml_reads_differently_is_never_taken_flat(home, write_task):
+    """`0x2` is 2 to PyYAML (YAML 1.1) and text to flat(): the key is never written, and
+    every tick reads the config with PyYAML (taken flat, max_parallel would be refused)."""
+    (home / "scheduler.yaml").write_text("max_parallel: 0x2\n", encoding="utf-8")
+    write_task("plain", command="true")
+    for minute in range(3):
+        assert _tick(home, minute) == "EXIT 0 YAML True"
+        age(home)
+    assert not (home / "state" / "config-checked").exists()
+
+
+def test_a_config_changed_after_its_check_is_checked_again(home, write_task):
+    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
+    write_task("plain", command="true")
+    _tick(home, 0)  # the first tick creates state/
+    assert _tick(home, 1) == "EXIT 0 YAML True"
+    age(home)
+    assert _tick(home, 2) == "EXIT 0 YAML False"
+    (home / "scheduler.yaml").write_text("max_parallel: 0x2\n", encoding="utf-8")
+    assert _tick(home, 3) == "EXIT 0 YAML True"  # not the old key: PyYAML, and 2 it is
+
+
+def test_flat_reads_key_value_lines_and_gives_up_on_anything_else():
+    assert flat("# comment\n\ntimezone: UTC\nmax_parallel: 4  # four\ncatchup: 2h\n") == {
+        "timezone": "UTC", "max_parallel": 4, "catchup": "2h"}
+    assert flat("a: true\nb: null\nc: -1\nd: 1.5\ne:\n") == {
+        "a": True, "b": None, "c": -1, "d": 1.5, "e": None}
+    for text in ("notify:\n  - mail\n", "a: 'quoted'\n", "a: [1]\n", "a: &x 1\n", "a: 1\na: 2\n",
+                 "a: b: c\n", "  a: 1\n", "a: |\n  text\n", "- a\n", "a: *x\n"):
+        assert flat(text) is None, text
