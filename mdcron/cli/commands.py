@@ -162,12 +162,12 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_list(config: Config, args: argparse.Namespace) -> int:
     from .fit import terminal_width
-    from .queries import list_rows, load_all
+    from .queries import list_rows
     from .render import print_json
     from .tables import list_lines
 
     now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
-    loaded = load_all(config)
+    loaded = _listing(config)
     if args.tag and not any(args.tag in t.tags for t in loaded.tasks):
         from .ids import unknown_tag
 
@@ -194,6 +194,27 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
                            bool(config.state_url)):
         print(line)
     return OK
+
+
+def _listing(config: Config):  # -> queries.Loaded
+    """queries.load_all for `list` (issue 27: 10,000 tasks): the tasks' cached fields
+    (View.records), the state rows as tuples and each last run's three shown columns."""
+    from ..schedule.cache import load
+    from ..schedule.held import held
+    from .queries import Loaded
+
+    view = load(config)
+    tasks = view.records()
+    states: dict = {}
+    last: dict = {}
+    holds: dict = {}
+    if config.state_exists:
+        with state_store(config) as store:
+            states, last, holds = store.state_rows(), store.last_run_briefs(), held(store)
+            view.fill_dues(states)  # once after a config change, then cached
+            view.save(store)
+    view.close()
+    return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
 
 
 def _say_note(text: str, width: int) -> None:

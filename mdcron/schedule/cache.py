@@ -78,6 +78,27 @@ def task_from_json(text: str) -> Task:
         raise Damaged(f"task JSON: {exc}") from exc
 
 
+class TaskRecord:
+    """A cached Task's fields as plain attributes, for read-only listings: `path` a str, lists
+    for tuples. Never handed to code that runs, edits or hashes a task (use View.task)."""
+
+
+def _record(row: tuple[str, int] | None, entry: Entry) -> TaskRecord | None:
+    """The row as a TaskRecord; None when it is missing, damaged or disagrees with its entry."""
+    if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
+        return None
+    try:
+        data = json.loads(row[0])
+        if (data["id"] != entry.id or data["enabled"] != entry.enabled
+                or data["path"] != entry.path):
+            return None
+    except (ValueError, TypeError, KeyError):
+        return None
+    record = TaskRecord()
+    record.__dict__ = data
+    return record
+
+
 def problems_to_json(problems: list[Problem]) -> str | None:
     if not problems:
         return None
@@ -233,6 +254,25 @@ class View:
                 self._reread(entry)
         return entry.task
 
+    def records(self) -> list[Task]:
+        """Every valid task for a read-only listing (`list`): a Task where one was read in this
+        pass, else its cached fields as a TaskRecord (issue 27: building 10,000 Tasks was most
+        of `list`). A row that cannot be used is read from the file again, as in task()."""
+        valid = self.valid
+        rows: dict[str, tuple[str, int]] = {}
+        if self.db is not None and sum(e.task is None for e in valid) > 50:
+            try:
+                rows = task_cache.cached_tasks(self.db)
+            except sqlite3.Error:
+                pass
+        out: list[Task] = []
+        for e in valid:
+            record = None if e.task is not None else _record(rows.get(e.path), e)
+            task = record if record is not None else self.task(e)
+            if task is not None:
+                out.append(task)  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
+        return out
+
     def _decode(self, entry: Entry) -> Task:
         if self.db is None:
             raise Damaged("no database")
@@ -372,13 +412,14 @@ class View:
         except sqlite3.Error:
             pass
 
-    def due_hints(self, states: dict[str, TaskState]) -> dict[str, tuple[float, float | None]]:
+    def due_hints(self, states: dict[str, TaskState] | dict[str, StateRow]
+                  ) -> dict[str, tuple[float, float | None]]:
         """id -> (floor, next_due) where next_due still holds: next_due is the first fire
         after floor = max(last_slot, not_before - 1 µs) (for `list`'s next run)."""
         hints = {}
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is not None and e.enabled and e.due_known(StateRow.of(s), self.zone):
+            if s is not None and e.enabled and e.due_known(_row_of(s), self.zone):
                 floor = s.not_before - 1e-6
                 if s.last_slot is not None:
                     floor = max(floor, s.last_slot)
@@ -404,13 +445,13 @@ class View:
         self.removed = sorted(p for p in {*self.removed, *old} if p not in files)
         self.zone = fastpath.zone_key()
 
-    def fill_dues(self, states: dict[str, TaskState]) -> None:
+    def fill_dues(self, states: dict[str, TaskState] | dict[str, StateRow]) -> None:
         """next_due for each enabled task with a state row whose cached one does not hold
         (after a config change every row is read again without one): computed once here, kept
         by save(), so the next `list` finds it instead of stepping croniter for every task."""
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None or not e.enabled or e.due_known(StateRow.of(s), self.zone):
+            if s is None or not e.enabled or e.due_known(_row_of(s), self.zone):
                 continue
             task = self.task(e)
             if task is None:
@@ -460,6 +501,10 @@ class View:
         if self.db is not None:
             self.db.close()
             self.db = None
+
+
+def _row_of(s: TaskState | StateRow) -> StateRow:
+    return s if isinstance(s, StateRow) else StateRow.of(s)
 
 
 def _row(e: Entry) -> tuple:
@@ -543,7 +588,7 @@ def find_task(config: Config, task_id: str) -> TaskSet:
         found = load_task_set(config)
         tasks = [t for t in found.tasks if t.id == task_id]
         return TaskSet(tasks, found.problems, find_duplicate_ids(tasks))
-    view = load(config)
+    view = load(config, only=task_id)
     try:
         tasks = [t for e in view.valid if e.id == task_id and (t := view.task(e)) is not None]
         if view.rebuild and view.key is not None:
@@ -556,11 +601,13 @@ def find_task(config: Config, task_id: str) -> TaskSet:
     return TaskSet(tasks, view.problems, find_duplicate_ids(tasks))
 
 
-def load(config: Config, *, cached: bool = True) -> View:
+def load(config: Config, *, cached: bool = True, only: str | None = None) -> View:
     """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
     cache where its row still holds, else read; only changed files are parsed. A bad file is
     skipped with its problems; it never hides another file's task or problems. `cached=False`:
-    the database is not opened, every file is read."""
+    the database is not opened, every file is read. `only`: a view for one task id (find_task):
+    a file whose row holds, names another id and has no problems gets no entry (issue 27: no
+    10,000 entries for one task); every file is still stat'ed, so a changed one is read."""
     key = _key(config) if cached else None
     folder = config.tasks_dir
     try:
@@ -586,6 +633,9 @@ def load(config: Config, *, cached: bool = True) -> View:
     for path in sorted(files):
         stat = files[path]
         row = rows.get(path)
+        if (only is not None and row is not None and row[7] != only and row[9] is None
+                and _holds(row, stat)):
+            continue
         entry = _from_row(row, stat) if row is not None and stat is not None else None
         if entry is None:
             entry = _read(path, stat, read_ns, config)
@@ -595,11 +645,16 @@ def load(config: Config, *, cached: bool = True) -> View:
     return view
 
 
+def _holds(row: task_cache.CacheRow, stat: fastpath.Stat | None) -> bool:
+    """The row still says what its file says: same stat, not racily clean, same outside paths."""
+    return (stat is not None and row[1:5] == stat and not fastpath.racy(stat, row[5])
+            and fastpath.deps_ok(row[6]))
+
+
 def _from_row(row: task_cache.CacheRow, stat: fastpath.Stat) -> Entry | None:
     (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
      due, due_last, due_nb, due_zone, due_after) = row
-    if ((size, mtime_ns, ino, ctime_ns) != stat or fastpath.racy(stat, read_ns)
-            or not fastpath.deps_ok(deps)):
+    if not _holds(row, stat):
         return None
     try:
         found = problems_from_json(problems)
