@@ -9,6 +9,7 @@ loader, the hosts' checks), so that `history` never loads what `list` needs.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -27,6 +28,14 @@ def _load_task(config: Config, task_id: str):
 
 
 def cmd_list(config: Config, args: argparse.Namespace) -> int:
+    gc.disable()  # issue 27: 10,000 tasks' rows hold no cycles; the collector's passes over
+    try:  # them cost `list` a fifth of its time
+        return _list(config, args)
+    finally:
+        gc.enable()
+
+
+def _list(config: Config, args: argparse.Namespace) -> int:
     from .fit import terminal_width
     from .queries import list_rows
     from .render import print_json

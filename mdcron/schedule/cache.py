@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.problems import Problem
-from ..settings.config import Config, load_config
+from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state import task_cache
 from ..state.clockback import cleared
@@ -45,14 +45,14 @@ from ..state.task_state import StateRow, state_rows
 from ..tasks.task import Task, TaskSet, find_duplicate_ids
 from .cache_due import PLAIN_LATE as PLAIN_LATE
 from .cache_due import fire_after, maths_problem, next_due, plain_due, zone_bound
-from .cache_entry import Entry, from_row, holds, read_entry, row_of_entry
+from .cache_entry import Entry, GcPaused, from_row, holds, read_entry, row_of_entry
 from .cache_json import EMPTY_DIGEST as EMPTY_DIGEST
 from .cache_json import Damaged, record_of, task_from_json, task_to_json
 from .cache_json import TaskRecord as TaskRecord
 from .cache_json import problems_digest as problems_digest
 from .cache_json import problems_from_json as problems_from_json
 from .cache_json import problems_to_json as problems_to_json
-from .cache_summary import write_summary
+from .cache_summary import cache_key_of, open_cache, write_summary
 from .observe import observe
 
 # --------------------------------------------------------------- the view of one pass
@@ -112,12 +112,13 @@ class View:
             except sqlite3.Error:
                 pass
         out: list[Task] = []
-        for e in valid:
-            record = (None if e.task is not None
-                      else record_of(rows.get(e.path), e.id, e.enabled, e.path))
-            task = record if record is not None else self.task(e)
-            if task is not None:
-                out.append(task)  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
+        with GcPaused():
+            for e in valid:
+                record = (None if e.task is not None
+                          else record_of(rows.get(e.path), e.id, e.enabled, e.path))
+                task = record if record is not None else self.task(e)
+                if task is not None:
+                    out.append(task)  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
         return out
 
     def _decode(self, entry: Entry) -> Task:
@@ -403,7 +404,7 @@ def load(config: Config, *, cached: bool = True, only: str | None = None) -> Vie
     the database is not opened, every file is read. `only`: a view for one task id (find_task):
     a file whose row holds, names another id and has no problems gets no entry (issue 27: no
     10,000 entries for one task); every file is still stat'ed, so a changed one is read."""
-    key = _key(config) if cached else None
+    key = cache_key_of(config) if cached else None
     folder = config.tasks_dir
     try:
         read_ns, files = fastpath.take_scan(str(folder))
@@ -413,7 +414,16 @@ def load(config: Config, *, cached: bool = True, only: str | None = None) -> Vie
         return View(config, None, [],
                     [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
     view = View(config, key, [], [], zone=fastpath.zone_key(),
-                db=_open(config) if cached else None)
+                db=open_cache(config) if cached else None)
+    with GcPaused():
+        _fill(view, files, read_ns, only)
+    return view
+
+
+def _fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
+          only: str | None) -> None:
+    """load()'s entries: each file from its row while the row holds, else read."""
+    config, key = view.config, view.key
     rows: dict[str, task_cache.CacheRow] = {}
     if view.db is not None and key is not None:
         try:
@@ -437,33 +447,3 @@ def load(config: Config, *, cached: bool = True, only: str | None = None) -> Vie
         view.entries.append(entry)
         view.problems.extend(entry.problems)
     view.removed = [p for p in rows if p not in files]
-    return view
-
-
-def _key(config: Config) -> str | None:
-    """The cache key for this Config, or None when it cannot be tied to scheduler.yaml's bytes.
-    cli.main reads the bytes before load_config; other callers (tests) are checked by loading
-    the file again and comparing."""
-    noted = fastpath.noted_config
-    if noted is not None and noted[0] is config:
-        text: str | None = noted[1]
-    else:
-        text = fastpath.config_text(str(config.home))
-        try:
-            if text is None or load_config(config.home)[0] != config:
-                return None
-        except Exception:
-            return None
-    try:
-        return fastpath.cache_key(text)  # type: ignore[arg-type]
-    except OSError:
-        return None
-
-
-def _open(config: Config) -> sqlite3.Connection | None:
-    if not config.db_path.is_file():
-        return None
-    try:
-        return fastpath.connect_readonly(str(config.db_path))
-    except sqlite3.Error:
-        return None

@@ -1,6 +1,7 @@
-"""The summary the idle tick reads instead of the parse cache's rows (meta cache_*: the key, the
-seal, the problems' digest, counts, the tasks whose `hosts:` leave this host out), recomputed
-from the rows by every save (cache.py).
+"""The parse cache's storage around its rows (cache.py): the key its rows hold for (a Config
+tied to scheduler.yaml's bytes), its database opened read-only, and the summary the idle tick
+reads instead of the rows (meta cache_*: the key, the seal, the problems' digest, counts, the
+tasks whose `hosts:` leave this host out), recomputed from the rows by every save.
 
 Lazy imports: the `hosts:` matching (settings/state_url.py) only when the task rows changed.
 """
@@ -11,7 +12,8 @@ import json
 import sqlite3
 
 from ..core.problems import Problem
-from ..settings.config import Config
+from ..settings.config import Config, load_config
+from ..state import idle as fastpath
 from ..state import task_cache
 from ..state.meta import read_meta
 from .cache_json import Damaged, problems_digest, problems_from_json
@@ -60,3 +62,32 @@ def _elsewhere(db: sqlite3.Connection, config: Config) -> str:
         if isinstance(hosts, list) and hosts and not runs_here(tuple(hosts), here):
             out[task_id] = hosts
     return json.dumps(out, sort_keys=True, separators=(",", ":"))
+
+
+def cache_key_of(config: Config) -> str | None:
+    """The cache key for this Config, or None when it cannot be tied to scheduler.yaml's bytes.
+    cli.main reads the bytes before load_config; other callers (tests) are checked by loading
+    the file again and comparing."""
+    noted = fastpath.noted_config
+    if noted is not None and noted[0] is config:
+        text: str | None = noted[1]
+    else:
+        text = fastpath.config_text(str(config.home))
+        try:
+            if text is None or load_config(config.home)[0] != config:
+                return None
+        except Exception:
+            return None
+    try:
+        return fastpath.cache_key(text)  # type: ignore[arg-type]
+    except OSError:
+        return None
+
+
+def open_cache(config: Config) -> sqlite3.Connection | None:
+    if not config.db_path.is_file():
+        return None
+    try:
+        return fastpath.connect_readonly(str(config.db_path))
+    except sqlite3.Error:
+        return None
