@@ -146,3 +146,20 @@ def test_list_with_a_damaged_task_row_reads_that_file_again(home, write_task):
     db.close()
     after = json.loads(run_cli(home, "list", "--json", "--now", NOW).stdout)
     assert after == before
+
+
+def test_short_absolute_writes_what_strftime_wrote():
+    """timefmt.short_absolute formats by hand (issue 27): the same text as strftime's."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from mdcron.cli.timefmt import short_absolute
+
+    now = datetime(2026, 11, 28, 12, tzinfo=ZoneInfo("UTC")).timestamp()
+    for zone in (ZoneInfo("UTC"), ZoneInfo("Europe/Paris"), ZoneInfo("America/St_Johns"), None):
+        for ts in (now, now - 86400 * 200, now + 86400 * 40, 0.0, now - 3600 * 5.5):
+            local = datetime.fromtimestamp(ts, zone) if zone else datetime.fromtimestamp(ts)
+            local = local.astimezone(zone)
+            this_year = local.year == datetime.fromtimestamp(now).astimezone(zone).year
+            want = local.strftime("%b %d %H:%M %Z" if this_year else "%Y-%m-%d %H:%M %Z")
+            assert short_absolute(ts, zone, now) == want
