@@ -46,7 +46,8 @@ def one_line(value: object) -> str:
     """A cell's text: None as empty, newlines and tabs as spaces (one line per row)."""
     if value is None:
         return ""
-    return " ".join(str(value).split()) if any(c in str(value) for c in "\n\r\t") else str(value)
+    text = value if type(value) is str else str(value)
+    return " ".join(text.split()) if "\n" in text or "\r" in text or "\t" in text else text
 
 
 def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,

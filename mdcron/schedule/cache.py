@@ -16,6 +16,11 @@ go through decide(), which has the final word (catch-up, coalescing, DST). Only 
 changed files become Task objects. Anything odd in a row (bad JSON, a checksum that does not
 match) means: read the file again. The files are the truth; the cache can always be deleted.
 
+The pieces: the view of one pass and the loaders here; an entry from its row or its file
+(cache_entry.py); the JSON of tasks and problems (cache_json.py); next_due and the fire after
+it (cache_due.py); the summary the idle tick reads (cache_summary.py); the SQL in
+state/task_cache.py.
+
 Lazy imports: a cached row carries its parsed schedule, so the cron maths, the task-file parser
 (yaml) and the path checks load only for a file that changed; hashing and `hosts:` matching only
 when needed.
@@ -23,172 +28,34 @@ when needed.
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from datetime import timedelta
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.clock import to_dt
 from ..core.problems import Problem
-from ..settings.config import Config, load_config
+from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state import task_cache
 from ..state.clockback import cleared
-from ..state.meta import read_meta
 from ..state.store import Store, TaskState
 from ..state.task_state import StateRow, state_rows
 from ..tasks.task import Task, TaskSet, find_duplicate_ids
+from .cache_due import PLAIN_LATE as PLAIN_LATE
+from .cache_due import fire_after, maths_problem, next_due, plain_due, zone_bound
+from .cache_entry import Entry, GcPaused, from_row, holds, read_entry, row_of_entry
+from .cache_json import EMPTY_DIGEST as EMPTY_DIGEST
+from .cache_json import Damaged, record_of, task_from_json, task_to_json
+from .cache_json import TaskRecord as TaskRecord
+from .cache_json import problems_digest as problems_digest
+from .cache_json import problems_from_json as problems_from_json
+from .cache_json import problems_to_json as problems_to_json
+from .cache_summary import cache_key_of, open_cache, write_summary
 from .observe import observe
 
-_TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))
-# problems that may be about paths, users or groups: such a file is read again every time
-_PATH_KEYS = frozenset({"cwd", "cwd_policy", "command", "user", "group"})
-EMPTY_DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # no problems
-
-
-class Damaged(ValueError):
-    """A cache row that cannot be used; the file is read again."""
-
-
-# --------------------------------------------------------------- JSON of tasks and problems
-
-
-def task_to_json(task: Task) -> str:
-    data = {}
-    for f in fields(Task):
-        value = getattr(task, f.name)
-        data[f.name] = str(value) if isinstance(value, Path) else (
-            list(value) if isinstance(value, tuple) else value)
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def task_from_json(text: str) -> Task:
-    try:
-        data = json.loads(text)
-        data["path"] = Path(data["path"])
-        for name in _TUPLES:
-            data[name] = tuple(data[name])
-        return Task(**data)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise Damaged(f"task JSON: {exc}") from exc
-
-
-def problems_to_json(problems: list[Problem]) -> str | None:
-    if not problems:
-        return None
-    return json.dumps([[str(p.path), p.message, p.key, p.line, p.severity] for p in problems],
-                      separators=(",", ":"))
-
-
-def problems_from_json(text: str | None) -> list[Problem]:
-    if text is None:
-        return []
-    try:
-        out = [Problem(Path(p), m, k, n, s) for p, m, k, n, s in json.loads(text)]
-    except (ValueError, TypeError) as exc:
-        raise Damaged(f"problems JSON: {exc}") from exc
-    if not all(isinstance(p.message, str) and p.severity in ("error", "warning") for p in out):
-        raise Damaged("problems JSON")
-    return out
-
-
-def problems_digest(problems: Iterable[Problem]) -> str:
-    """What tick._problems_changed compares: order does not matter."""
-    lines = sorted(map(str, problems))
-    if not lines:
-        return EMPTY_DIGEST
-    import hashlib
-
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-
-
-# --------------------------------------------------------------- next_due
-
-
-def next_due(task: Task, config: Config, last_slot: float | None,
-             not_before: float) -> float | None:
-    """The first fire strictly after max(last_slot, not_before - 1 µs): decide() runs or skips a
-    slot exactly when some fire lies there and at or before now (the floors decide() uses)."""
-    from ..core.cron import schedule_of
-
-    if task.after:
-        # issue 12: a chain's eligibility comes from its upstreams' run rows, not a schedule,
-        # so it could always be due: never idle-decidable (the full tick looks every time).
-        return 0.0
-    floor = to_dt(not_before) - timedelta(microseconds=1)
-    if last_slot is not None:
-        floor = max(floor, to_dt(last_slot))
-    fire = schedule_of(task, config).next_after(floor)
-    return fire.timestamp() if fire is not None else None
-
-
-def fire_after(task: Task, config: Config, fire: float | None) -> float | None:
-    """The fire strictly after `fire` (None: none, or no `fire`)."""
-    from ..core.cron import schedule_of
-
-    if fire is None or task.after:  # a chain has no fire of its own (next_due above)
-        return None
-    after = schedule_of(task, config).next_after(to_dt(fire))
-    return after.timestamp() if after is not None else None
-
-
-def maths_problem(task_id: str | None, path: str | Path, exc: Exception) -> Problem:
-    """One task whose fire times cannot be computed (a state row out of range, a schedule the
-    maths refuses): invalid for this tick, the others run (design: one bad input, one task)."""
-    why = f" (`why {task_id}`)" if task_id else ""
-    return Problem(Path(path), f"its next fire cannot be computed ({type(exc).__name__}: {exc});"
-                   f" this tick skips it; fix: check its schedule and its state{why}")
-
-
-PLAIN_LATE = 59.0  # decide(): a slot under 60 s late runs whatever catchup says (margin: 1 s)
-
-
-def plain_due(next_due: float | None, due_after: float | None, now: float) -> bool:
-    """What decide() says, known from the cache alone: when next_due (the first fire after the
-    floors) is at or before now, the fire after it is later than now, and now is less than a
-    minute past it, decide() runs next_due, on time, with nothing coalesced (missed 0). Every
-    other case (late, several fires passed, an unknown due_after) goes through decide()."""
-    return (next_due is not None and due_after is not None and next_due <= now
-            and due_after > now + fastpath.DUE_SLACK and now - next_due < PLAIN_LATE)
-
-
-def _zone_bound(task: Task, config: Config) -> bool:
-    return task.timezone is None and config.timezone is None
-
-
 # --------------------------------------------------------------- the view of one pass
-
-
-@dataclass(slots=True, eq=False)
-class Entry:
-    """One task file as this pass sees it: from its cache row, or read just now."""
-
-    path: str
-    stat: fastpath.Stat | None  # None: not a regular file, or not stat-able (never cached)
-    read_ns: int
-    deps: str
-    id: str | None  # None: the file has errors
-    enabled: bool
-    problems: list[Problem]
-    next_due: float | None = None
-    due_last: float | None = None
-    due_nb: float | None = None  # None: next_due not computed
-    due_zone: str = ""
-    due_after: float | None = None  # the fire after next_due; None: unknown
-    due_prepared: bool = False  # due_after found after the claim: complete() writes it
-    task: Task | None = None  # read or decoded when needed
-    parsed: bool = False  # read from the file in this pass: its row is written
-    due_dirty: bool = False  # next_due recomputed: written
-    skip: bool = False  # changed under us: not used this pass, read again next time
-
-    def due_known(self, state: StateRow, zone: str) -> bool:
-        return (self.due_nb is not None and self.due_nb == state.not_before
-                and self.due_last == state.last_slot and self.due_zone in ("", zone))
 
 
 @dataclass(slots=True, eq=False)
@@ -233,6 +100,27 @@ class View:
                 self._reread(entry)
         return entry.task
 
+    def records(self) -> list[Task]:
+        """Every valid task for a read-only listing (`list`): a Task where one was read in this
+        pass, else its cached fields as a TaskRecord (issue 27: building 10,000 Tasks was most
+        of `list`). A row that cannot be used is read from the file again, as in task()."""
+        valid = self.valid
+        rows: dict[str, tuple[str, int]] = {}
+        if self.db is not None and sum(e.task is None for e in valid) > 50:
+            try:
+                rows = task_cache.cached_tasks(self.db)
+            except sqlite3.Error:
+                pass
+        out: list[Task] = []
+        with GcPaused():
+            for e in valid:
+                record = (None if e.task is not None
+                          else record_of(rows.get(e.path), e.id, e.enabled, e.path))
+                task = record if record is not None else self.task(e)
+                if task is not None:
+                    out.append(task)  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
+        return out
+
     def _decode(self, entry: Entry) -> Task:
         if self.db is None:
             raise Damaged("no database")
@@ -245,7 +133,7 @@ class View:
         return task
 
     def _reread(self, entry: Entry) -> None:
-        fresh = _read(entry.path, entry.stat, time.time_ns(), self.config)
+        fresh = read_entry(entry.path, entry.stat, time.time_ns(), self.config)
         if fresh.id == entry.id and fresh.enabled == entry.enabled and fresh.task is not None:
             entry.task, entry.parsed, entry.deps = fresh.task, True, fresh.deps
             entry.problems, entry.read_ns = fresh.problems, fresh.read_ns
@@ -368,17 +256,18 @@ class View:
                 task_cache.write_due_after(
                     db, [(e.due_after, e.path, e.next_due, e.due_last, e.due_nb, e.due_zone)
                          for e in done])
-                _write_summary(db, self.key, self.config)
+                write_summary(db, self.key, self.config)
         except sqlite3.Error:
             pass
 
-    def due_hints(self, states: dict[str, TaskState]) -> dict[str, tuple[float, float | None]]:
+    def due_hints(self, states: dict[str, TaskState] | dict[str, StateRow]
+                  ) -> dict[str, tuple[float, float | None]]:
         """id -> (floor, next_due) where next_due still holds: next_due is the first fire
         after floor = max(last_slot, not_before - 1 µs) (for `list`'s next run)."""
         hints = {}
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is not None and e.enabled and e.due_known(StateRow.of(s), self.zone):
+            if s is not None and e.enabled and e.due_known(_row_of(s), self.zone):
                 floor = s.not_before - 1e-6
                 if s.last_slot is not None:
                     floor = max(floor, s.last_slot)
@@ -397,20 +286,20 @@ class View:
             stat, e = files[path], old.get(path)
             if (e is None or stat is None or e.stat != stat or e.skip
                     or fastpath.racy(stat, e.read_ns) or not fastpath.deps_ok(e.deps)):
-                e = _read(path, stat, read_ns, self.config)
+                e = read_entry(path, stat, read_ns, self.config)
             entries.append(e)
         self.entries = entries
         self.problems = [p for e in entries for p in e.problems]
         self.removed = sorted(p for p in {*self.removed, *old} if p not in files)
         self.zone = fastpath.zone_key()
 
-    def fill_dues(self, states: dict[str, TaskState]) -> None:
+    def fill_dues(self, states: dict[str, TaskState] | dict[str, StateRow]) -> None:
         """next_due for each enabled task with a state row whose cached one does not hold
         (after a config change every row is read again without one): computed once here, kept
         by save(), so the next `list` finds it instead of stepping croniter for every task."""
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None or not e.enabled or e.due_known(StateRow.of(s), self.zone):
+            if s is None or not e.enabled or e.due_known(_row_of(s), self.zone):
                 continue
             task = self.task(e)
             if task is None:
@@ -424,7 +313,7 @@ class View:
         e.next_due = next_due(task, self.config, last_slot, not_before)
         e.due_after = fire_after(task, self.config, e.next_due)
         e.due_last, e.due_nb, e.due_dirty = last_slot, not_before, True
-        e.due_zone = self.zone if _zone_bound(task, self.config) else ""
+        e.due_zone = self.zone if zone_bound(task, self.config) else ""
 
     def save(self, store: Store) -> None:
         """Write what changed; a cache that cannot be written is no reason to fail. The cache
@@ -450,9 +339,9 @@ class View:
                 data = [(e.path, text, zlib.crc32(text.encode())) for e in rows
                         if e.task is not None for text in (task_to_json(e.task),)]
                 task_cache.write_cache(
-                    db, rebuild=self.rebuild, drop=drop, rows=(_row(e) for e in rows), data=data,
-                    no_task=(e.path for e in rows if e.task is None), dues=dues)
-                _write_summary(db, self.key, self.config, hosts=bool(rows or drop or self.rebuild))
+                    db, rebuild=self.rebuild, drop=drop, rows=(row_of_entry(e) for e in rows),
+                    data=data, no_task=(e.path for e in rows if e.task is None), dues=dues)
+                write_summary(db, self.key, self.config, hosts=bool(rows or drop or self.rebuild))
         except sqlite3.Error:
             pass
 
@@ -462,56 +351,8 @@ class View:
             self.db = None
 
 
-def _row(e: Entry) -> tuple:
-    size, mtime_ns, ino, ctime_ns = e.stat  # type: ignore[misc]
-    return (e.path, size, mtime_ns, ino, ctime_ns, e.read_ns, e.deps, e.id, int(e.enabled),
-            problems_to_json(e.problems), e.next_due, e.due_last, e.due_nb, e.due_zone,
-            e.due_after)
-
-
-def _write_summary(db: sqlite3.Connection, key: str, config: Config,
-                   hosts: bool = False) -> None:
-    """What fastpath reads instead of the rows' problems, recomputed from the rows themselves
-    (so that two ticks saving at once still leave a summary that matches the rows).
-    `hosts`: task rows changed, so cache_elsewhere is recomputed too (it reads every task's
-    JSON: not on a tick that only moved next_due)."""
-    problems: list[Problem] = []
-    damaged = False
-    texts, tasks = task_cache.cached_problems(db)
-    for text in texts:
-        try:
-            problems.extend(problems_from_json(text))
-        except Damaged:
-            damaged = True
-    values = {
-        "cache_key": key,
-        "cache_sealed": "1",  # the rows are as save() wrote them (see the triggers, schema 3)
-        "cache_problems": "damaged" if damaged else problems_digest(problems),
-        "cache_errors": str(sum(p.severity == "error" for p in problems)),
-        "cache_tasks": str(tasks),
-        "cache_idle": "1",  # no config key gives every tick work (yet): state/idle.py reads it
-        # the idle tick pings this itself (heartbeat.py, stdlib only): ${VAR}s unexpanded
-        "cache_heartbeat": config.heartbeat_url or "",
-    }
-    if hosts or read_meta(db, "cache_elsewhere") is None:
-        values["cache_elsewhere"] = _elsewhere(db, config)
-    task_cache.seal(db, values)
-
-
-def _elsewhere(db: sqlite3.Connection, config: Config) -> str:
-    """JSON {id: hosts} of the enabled tasks whose `hosts:` leave this host out: due, they are
-    still idle here (fastpath._idle_rows). Only rows naming hosts are decoded."""
-    from ..settings.state_url import runs_here
-
-    here, out = config.host_name, {}
-    for task_id, text in task_cache.enabled_naming_hosts(db):
-        try:
-            hosts = json.loads(text)["hosts"]
-        except (ValueError, TypeError, KeyError):
-            continue  # not listed: due, it is not idle (the full tick looks)
-        if isinstance(hosts, list) and hosts and not runs_here(tuple(hosts), here):
-            out[task_id] = hosts
-    return json.dumps(out, sort_keys=True, separators=(",", ":"))
+def _row_of(s: TaskState | StateRow) -> StateRow:
+    return s if isinstance(s, StateRow) else StateRow.of(s)
 
 
 def task_states(rows: dict[str, StateRow], tasks: Iterable[Task]) -> dict[str, TaskState]:
@@ -543,7 +384,7 @@ def find_task(config: Config, task_id: str) -> TaskSet:
         found = load_task_set(config)
         tasks = [t for t in found.tasks if t.id == task_id]
         return TaskSet(tasks, found.problems, find_duplicate_ids(tasks))
-    view = load(config)
+    view = load(config, only=task_id)
     try:
         tasks = [t for e in view.valid if e.id == task_id and (t := view.task(e)) is not None]
         if view.rebuild and view.key is not None:
@@ -556,12 +397,14 @@ def find_task(config: Config, task_id: str) -> TaskSet:
     return TaskSet(tasks, view.problems, find_duplicate_ids(tasks))
 
 
-def load(config: Config, *, cached: bool = True) -> View:
+def load(config: Config, *, cached: bool = True, only: str | None = None) -> View:
     """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
     cache where its row still holds, else read; only changed files are parsed. A bad file is
     skipped with its problems; it never hides another file's task or problems. `cached=False`:
-    the database is not opened, every file is read."""
-    key = _key(config) if cached else None
+    the database is not opened, every file is read. `only`: a view for one task id (find_task):
+    a file whose row holds, names another id and has no problems gets no entry (issue 27: no
+    10,000 entries for one task); every file is still stat'ed, so a changed one is read."""
+    key = cache_key_of(config) if cached else None
     folder = config.tasks_dir
     try:
         read_ns, files = fastpath.take_scan(str(folder))
@@ -571,7 +414,16 @@ def load(config: Config, *, cached: bool = True) -> View:
         return View(config, None, [],
                     [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
     view = View(config, key, [], [], zone=fastpath.zone_key(),
-                db=_open(config) if cached else None)
+                db=open_cache(config) if cached else None)
+    with GcPaused():
+        _fill(view, files, read_ns, only)
+    return view
+
+
+def _fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
+          only: str | None) -> None:
+    """load()'s entries: each file from its row while the row holds, else read."""
+    config, key = view.config, view.key
     rows: dict[str, task_cache.CacheRow] = {}
     if view.db is not None and key is not None:
         try:
@@ -586,91 +438,12 @@ def load(config: Config, *, cached: bool = True) -> View:
     for path in sorted(files):
         stat = files[path]
         row = rows.get(path)
-        entry = _from_row(row, stat) if row is not None and stat is not None else None
+        if (only is not None and row is not None and row[7] != only and row[9] is None
+                and holds(row, stat)):
+            continue
+        entry = from_row(row, stat) if row is not None and stat is not None else None
         if entry is None:
-            entry = _read(path, stat, read_ns, config)
+            entry = read_entry(path, stat, read_ns, config)
         view.entries.append(entry)
         view.problems.extend(entry.problems)
     view.removed = [p for p in rows if p not in files]
-    return view
-
-
-def _from_row(row: task_cache.CacheRow, stat: fastpath.Stat) -> Entry | None:
-    (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
-     due, due_last, due_nb, due_zone, due_after) = row
-    if ((size, mtime_ns, ino, ctime_ns) != stat or fastpath.racy(stat, read_ns)
-            or not fastpath.deps_ok(deps)):
-        return None
-    try:
-        found = problems_from_json(problems)
-    except Damaged:
-        return None
-    return Entry(path, stat, read_ns, deps, task_id, bool(enabled), found, due, due_last, due_nb,
-                 due_zone, due_after)
-
-
-def _read(path: str, stat: fastpath.Stat | None, read_ns: int, config: Config) -> Entry:
-    from ..tasks.taskfile import load_task_file
-
-    task, problems = load_task_file(Path(path), config)
-    if task is None:
-        deps = "*" if stat is None or any(p.key in _PATH_KEYS for p in problems) else ""
-        return Entry(path, stat, read_ns, deps, None, False, problems, parsed=True)
-    deps = "*" if stat is None else _deps(task, config)
-    return Entry(path, stat, read_ns, deps, task.id, task.enabled, problems, task=task,
-                 parsed=True)
-
-
-def _deps(task: Task, config: Config) -> str:
-    """The paths paths.task_cwd / script_path look at for this task (validation checks that the
-    folder and script stay inside the home, and that they exist), with where each leads now."""
-    if task.cwd is None and task.cwd_policy is None and task.run_as != "script":
-        return ""  # runs in the home folder: nothing outside the file can change its checks
-    from ..tasks.paths import PathError, script_word
-
-    home = str(config.home)
-    home_real = os.path.realpath(home)
-    paths = [home] + [os.path.join(home_real, os.path.expanduser(a))
-                      for a in config.allow_outside_home]
-    base = home
-    if task.cwd is not None:
-        base = os.path.join(home, os.path.expanduser(task.cwd))
-    elif task.cwd_policy is not None and task.cwd_policy in config.cwd_policies:
-        base = os.path.join(home, os.path.expanduser(config.cwd_policies[task.cwd_policy]))
-    paths.append(base)
-    if task.run_as == "script":
-        try:
-            word = script_word(task.command or "")
-            paths.append(os.path.join(os.path.realpath(base), os.path.expanduser(word)))
-        except PathError:
-            pass
-    return "\0".join(p + "\0" + fastpath.path_state(p) for p in paths)
-
-
-def _key(config: Config) -> str | None:
-    """The cache key for this Config, or None when it cannot be tied to scheduler.yaml's bytes.
-    cli.main reads the bytes before load_config; other callers (tests) are checked by loading
-    the file again and comparing."""
-    noted = fastpath.noted_config
-    if noted is not None and noted[0] is config:
-        text: str | None = noted[1]
-    else:
-        text = fastpath.config_text(str(config.home))
-        try:
-            if text is None or load_config(config.home)[0] != config:
-                return None
-        except Exception:
-            return None
-    try:
-        return fastpath.cache_key(text)  # type: ignore[arg-type]
-    except OSError:
-        return None
-
-
-def _open(config: Config) -> sqlite3.Connection | None:
-    if not config.db_path.is_file():
-        return None
-    try:
-        return fastpath.connect_readonly(str(config.db_path))
-    except sqlite3.Error:
-        return None

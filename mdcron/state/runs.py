@@ -56,6 +56,17 @@ def running_on(db: Any, task_id: str, host: str) -> list[int]:
         (task_id, host))]
 
 
+
+# issue 27: a skip-scan over runs_by_task (each next task id, then its max id: two index seeks
+# a task) instead of reading the whole index: 1,000,000 runs, 2x faster
+_LAST_RUNS = (
+    "WITH RECURSIVE ids(t) AS (SELECT min(task_id) FROM runs UNION ALL"
+    " SELECT (SELECT min(task_id) FROM runs WHERE task_id > ids.t) FROM ids"
+    " WHERE ids.t IS NOT NULL)"
+    " SELECT {columns} FROM ids JOIN runs r"
+    " ON r.id = (SELECT max(id) FROM runs x WHERE x.task_id = ids.t)")
+
+
 class RunsTable(Tables):
     # -- claims and writes ------------------------------------------------------------------
 
@@ -295,16 +306,16 @@ class RunsTable(Tables):
 
     def last_runs(self) -> dict[str, RunRow]:
         """The newest row of each task (any trigger, any attempt)."""
-        # issue 27: a skip-scan over runs_by_task (each next task id, then its max id: two
-        # index seeks a task) instead of reading the whole index: 1,000,000 runs, 2x faster
-        rows = self._rows(
-            "WITH RECURSIVE ids(t) AS (SELECT min(task_id) FROM runs UNION ALL"
-            " SELECT (SELECT min(task_id) FROM runs WHERE task_id > ids.t) FROM ids"
-            " WHERE ids.t IS NOT NULL)"
-            " SELECT r.* FROM ids JOIN runs r"
-            " ON r.id = (SELECT max(id) FROM runs x WHERE x.task_id = ids.t)"
-        )
+        rows = self._rows(_LAST_RUNS.format(columns="r.*"))
         return {str(r["task_id"]): r for r in rows}
+
+    def last_run_briefs(self) -> dict[str, RunRow]:
+        """The newest row of each task as {started_at, status, host}: what `list` shows of it
+        (issue 27: 10,000 tasks' three columns, not their whole rows)."""
+        rows = self.connect().execute(_LAST_RUNS.format(
+            columns="r.task_id, r.started_at, r.status, r.host"))
+        return {str(t): {"started_at": at, "status": status, "host": host}
+                for t, at, status, host in rows}
 
     def slot_claimed(self, task_id: str, slot: float) -> bool:
         """Whether the scheduled first attempt of (task, slot) has a row."""
