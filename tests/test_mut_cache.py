@@ -365,8 +365,8 @@ def test_commands_write_nothing_when_nothing_changed(home, write_task, cli):
     again, so no row is written again."""
     write_task("a", schedule="*/5 * * * *", timezone="UTC", command="true")
     write_task("b", schedule="0 6 * * *", timezone="UTC", command="true")
+    # its folder is missing: a warning, cached with the row like any problem
     write_task("c", schedule="*/5 * * * *", timezone="UTC", command="true", cwd="work")
-    (home / "work").mkdir()
     warm(home, cli)
     listed(cli, "2026-11-23T09:01:00+00:00")  # the next fires, as of the tick's claims
     before = digest(home)
@@ -464,3 +464,23 @@ def test_a_tasks_folder_that_cannot_be_listed_is_named_with_the_reason(home, cli
     out = cli("tick", "--now", AT)
     assert out.returncode == 2 and "cannot list" not in out.stderr, out.stderr
     assert f"{folder}: error: the tasks folder does not exist" in out.stderr, out.stderr
+
+
+def test_the_cache_alone_decides_only_an_on_time_single_fire():
+    """What the tick may run without asking decide(): the fire at or before now, less than
+    59 s late, with the next fire still ahead (tests/test_duefast.py holds the same table; its
+    name keeps it out of mutmut's runs, this one's does not)."""
+    from mdcron.schedule.cache import PLAIN_LATE
+    from mdcron.schedule.cache import plain_due as decided
+
+    assert PLAIN_LATE == 59.0
+    assert decided(60.0, 120.0, 60.0)  # at the fire
+    assert decided(60.0, 120.0, 118.999)  # 58.999 s late
+    assert not decided(60.0, 120.0, 119.0)  # 59 s late: catchup decides
+    assert not decided(60.0, 120.0, 59.999)  # not yet
+    assert not decided(60.0, 120.0, 120.0)  # the next fire is due too: coalescing decides
+    assert not decided(60.0, 100.0 + 5e-7, 100.0)  # within the slack of now: due too
+    assert decided(60.0, 100.0 + 2e-6, 100.0)
+    assert not decided(60.0, None, 61.0)  # the fire after unknown
+    assert not decided(None, 120.0, 61.0)  # no fire at all
+    assert not decided(None, None, 61.0)
