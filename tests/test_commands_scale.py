@@ -163,3 +163,14 @@ def test_short_absolute_writes_what_strftime_wrote():
             this_year = local.year == datetime.fromtimestamp(now).astimezone(zone).year
             want = local.strftime("%b %d %H:%M %Z" if this_year else "%Y-%m-%d %H:%M %Z")
             assert short_absolute(ts, zone, now) == want
+
+
+def test_next_refuses_a_duplicate_id_as_show_does(home, write_task):
+    """`next` used to print the fires of whichever file came first, exit 0."""
+    write_task("job003", schedule="5 6 * * *", command="true")
+    write_task("job003", filename="copy.md", schedule="7 8 * * *", command="true")
+    for command in ("next", "show"):
+        out = run_cli(home, command, "job003")
+        assert out.returncode == 2, (command, out.stdout, out.stderr)
+        assert "duplicate id 'job003'" in out.stderr and "copy.md" in out.stderr, out.stderr
+        assert "rename one" in out.stderr and out.stdout == "", out.stdout

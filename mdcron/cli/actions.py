@@ -24,13 +24,18 @@ class ActionError(UsageError):
     """An action that cannot be done; the message says why (a CLI usage error, a web 4xx)."""
 
 
-def load_task(config: Config, task_id: str) -> Task:
-    found = find_task(config, task_id)  # issue 27: through the cache, this task decoded
-    if task_id in found.duplicates:  # issue 25: never pick one of two files at random
+def refuse_duplicate(duplicates: dict, task_id: str) -> None:
+    """Issue 25: never pick one of two files that share an id (`show`, `next`, every action)."""
+    if task_id in duplicates:
         from ..tasks.id_lines import located  # lazy: only for a duplicated id
 
-        raise ActionError(f"duplicate id {task_id!r} in {located(found.duplicates[task_id])}:"
+        raise ActionError(f"duplicate id {task_id!r} in {located(duplicates[task_id])}:"
                           " rename one (the tick runs nothing until then)")
+
+
+def load_task(config: Config, task_id: str) -> Task:
+    found = find_task(config, task_id)  # issue 27: through the cache, this task decoded
+    refuse_duplicate(found.duplicates, task_id)
     task = found.get(task_id)
     if task is not None:
         return task

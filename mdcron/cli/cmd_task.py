@@ -14,6 +14,7 @@ from ..core.problems import Problem
 from ..settings.config import Config
 from ..state.store import state_store
 from .actions import load_task as _load_task
+from .actions import refuse_duplicate
 from .cmd_list import NO_KEY_HEAL, _claude_notes, _error_text, _history_json
 from .usage import OK, PROBLEM, UsageError, clock_from, typed_clock
 
@@ -31,7 +32,9 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
     from ..schedule.cache import find_task, load_task_set
     from .render import print_json
 
-    task = next(iter(find_task(config, args.target).tasks), None)  # issue 27: via the cache
+    found = find_task(config, args.target)  # issue 27: via the cache, this task decoded
+    refuse_duplicate(found.duplicates, args.target)
+    task = next(iter(found.tasks), None)
     if task is not None and task.after:  # issue 12: "after extract" + the upstream's next fire
         from ..schedule.chains import next_lines
 
