@@ -7,6 +7,7 @@ Plain values through the public names of mdcron.core.cron; no clock, no patching
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -326,6 +327,12 @@ def test_hourly_from_just_before_a_fall_back() -> None:
 def test_schedule_of_uses_the_tasks_zone_before_the_configs() -> None:
     config = Config(home=Path("/tmp"), timezone="Africa/Johannesburg")
     own = schedule_of(task("0 6 * * *", timezone="America/New_York"), config)
+    # a spelling no earlier call in this process has parsed (the cache is per process): the
+    # same schedule with its own trailing blanks, which parsing strips
+    blanks = "".join(" \t"[int(bit)] for bit in f"{uuid.uuid4().int:0128b}")
+    fresh = schedule_of(task("17 6 * * *" + blanks), config)
+    assert fresh.expression == "17 6 * * *" and fresh.zone == JNB
+    assert fresh.next_after(utc(2026, 1, 5)) == utc(2026, 1, 5, 4, 17)
     assert own.zone == NY and own.next_after(utc(2026, 1, 5)) == utc(2026, 1, 5, 11)
     inherited = schedule_of(task("0 6 * * *"), config)
     assert inherited.zone == JNB and inherited.next_after(utc(2026, 1, 5)) == utc(2026, 1, 5, 4)
@@ -540,3 +547,55 @@ def test_schedule_maths_does_not_depend_on_the_machines_zone(monkeypatch: pytest
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_field_covering_part_of_its_range_is_not_every_value() -> None:
+    z = ZoneInfo("UTC")
+    day = (utc(2026, 1, 1) - TINY, utc(2026, 1, 1, 23, 59))
+    assert [f.hour for f in fires_between(parse_schedule("0 0-6 * * *", z), *day)] == list(
+        range(7))
+    hour = (utc(2026, 1, 1) - TINY, utc(2026, 1, 1, 0, 59))
+    got = fires_between(parse_schedule("0-57 * * * *", z), *hour, limit=100)
+    assert [f.minute for f in got] == list(range(58))
+    year = (utc(2026, 1, 1) - TINY, utc(2026, 12, 31))
+    assert [f.month for f in fires_between(parse_schedule("0 0 1 1-6 *", z), *year)] == [
+        1, 2, 3, 4, 5, 6]
+
+
+def test_a_day_of_month_that_never_comes_is_fine_when_the_weekday_may_match() -> None:
+    s = parse_schedule("0 0 30 2 mon", ZoneInfo("UTC"))  # Feb 30 or any Monday in February
+    assert fires_between(s, utc(2026, 1, 1), utc(2026, 3, 1)) == [
+        utc(2026, 2, d) for d in (2, 9, 16, 23)]
+
+
+def test_a_bad_range_end_names_the_expression() -> None:
+    assert error("5-x * * * *") == ("bad cron expression '5-x * * * *': minute 'x' is not a "
+                                    "number; minute must be 0-59")
+
+
+def test_next_fire_at_the_cached_due_itself_asks_the_schedule() -> None:
+    config = Config(home=Path("/tmp"), timezone="Africa/Johannesburg")
+    now = utc(2026, 1, 5, 1).timestamp()
+    first = now + 1e-6  # the cached next fire a microsecond ahead: it is not "after now"
+    assert next_fire(task("0 6 * * *"), config, now, (now - 60, first)) == utc(2026, 1, 5, 4)
+
+
+def test_an_interval_schedule_speaks_in_its_zone() -> None:
+    s = parse_schedule("@every 1h", JNB)
+    assert s.zone is JNB
+    d = decide(s, now=utc(2026, 5, 4, 4, 30), last_slot=utc(2026, 5, 4, 4), not_before=None,
+               catchup=0)
+    assert d.reason == "not due: last slot 2026-05-04 06:00 SAST, next fire 2026-05-04 07:00 SAST"
+
+
+def test_a_zone_without_an_offset_is_not_aware() -> None:
+    from datetime import tzinfo
+
+    class NoOffset(tzinfo):
+        def utcoffset(self, dt: datetime | None) -> None:
+            return None
+
+    t = datetime(2026, 1, 1, tzinfo=NoOffset())
+    for expr in ("0 6 * * *", "@every 1h", "@at 2026-12-01T09:00"):
+        with pytest.raises(ValueError, match="expected a timezone-aware datetime, got naive"):
+            parse_schedule(expr, JNB).next_after(t)
