@@ -174,6 +174,8 @@ def test_one_upstream_success_gives_one_run_for_its_slot_in_the_tasks_zone():
     t = task("load", "extract")
     assert decide_one(t, state("load"), [up(SLOT_0900)], RIGA, False) == [
         Pending(t, "run", SLOT_0900, "upstream extract succeeded at 11:00")]
+    assert decide_one(t, state("load"), [up(SLOT_0900, "failed", "exit 3")], RIGA, False) == [
+        Pending(t, "skip", SLOT_0900, "upstream extract failed at 11:00 (exit 3)")]
 
 
 def test_each_ended_upstream_slot_is_skipped_saying_how_it_ended_up_to_the_next_success():
