@@ -174,6 +174,8 @@ def test_one_upstream_success_gives_one_run_for_its_slot_in_the_tasks_zone():
     t = task("load", "extract")
     assert decide_one(t, state("load"), [up(SLOT_0900)], RIGA, False) == [
         Pending(t, "run", SLOT_0900, "upstream extract succeeded at 11:00")]
+    assert decide_one(t, state("load"), [up(SLOT_0900, "failed", "exit 3")], RIGA, False) == [
+        Pending(t, "skip", SLOT_0900, "upstream extract failed at 11:00 (exit 3)")]
 
 
 def test_each_ended_upstream_slot_is_skipped_saying_how_it_ended_up_to_the_next_success():
@@ -572,24 +574,28 @@ def test_a_downstream_held_past_its_chain_window_is_skipped_saying_why(home, wri
         f"notify:\n  destinations:\n    ops: \"{http_sink.json_url('/hook')}\"\n"
         f"    team: \"{http_sink.json_url('/team')}\"\n  default: ops\ntimezone: UTC\n")
     write_task("extract", schedule="0 9 * * *", command="true", notify_on="never")
-    write_task("transform", schedule="after extract", command="true", chain_window="1h",
-               notify_on="always", notify_to="team")
+    for task_id in ("transform", "publish"):
+        write_task(task_id, schedule="after extract", command="true", chain_window="1h",
+                   notify_on="always", notify_to="team")
     run_cli(home, "tick", "--now", BEFORE)
-    with previous_run_holds(home, "transform"):
+    with previous_run_holds(home, "transform"), previous_run_holds(home, "publish"):
         assert WAITS in run_cli(home, "tick", "--now", AT_0900).stdout
         assert WAITS in run_cli(home, "tick", "--now", "2026-11-23T09:59:00+00:00").stdout
         assert [r[0] for r in cli_rows(home)] == ["extract"]
         done = run_cli(home, "tick", "--now", "2026-11-23T10:01:00+00:00")
     reason = ("upstream extract succeeded at 09:00, but the previous run was still running on"
               " this host for longer than the chain window (3600 s)")
+    assert f"publish: skipped ({reason})" in done.stdout
     assert f"transform: skipped ({reason})" in done.stdout
-    assert cli_rows(home)[0] == ("transform", "2026-11-23T09:00:00+00:00", "skipped", reason)
-    [alert] = [r.json for r in http_sink.requests if isinstance(r.json, dict)]
-    assert [r.path for r in http_sink.requests] == ["/team"]
-    assert alert["title"] == "mdcron: transform (transform) skipped"
-    assert alert["message"] == f"transform (transform): skipped — {reason}"
+    assert ("transform", "2026-11-23T09:00:00+00:00", "skipped", reason) in cli_rows(home)
+    alerts = {r.json["title"]: r.json for r in http_sink.requests if isinstance(r.json, dict)}
+    assert [r.path for r in http_sink.requests] == ["/team", "/team"]  # one per task
+    assert alerts["mdcron: transform (transform) skipped"]["message"] == (
+        f"transform (transform): skipped — {reason}")
+    assert set(alerts) == {"mdcron: transform (transform) skipped",
+                           "mdcron: publish (publish) skipped"}
     run_cli(home, "tick", "--now", "2026-11-23T10:02:00+00:00")
-    assert [r[0] for r in cli_rows(home)] == ["transform", "extract"]
+    assert sorted(r[0] for r in cli_rows(home)) == ["extract", "publish", "transform"]
 
 
 def test_a_failed_upstream_is_recorded_skipped_even_while_the_downstream_is_held(home,
