@@ -24,8 +24,8 @@ import pytest
 
 from mdcron.core.clock import monotonic
 from mdcron.run import locks
+from mdcron.core.lock_info import INFO_LIMIT
 from mdcron.run.locks import (
-    INFO_LIMIT,
     LockInfo,
     TaskLock,
     boot_id,
