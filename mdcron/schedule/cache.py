@@ -29,12 +29,12 @@ import sqlite3
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 
 from ..core.clock import to_dt
 from ..core.problems import Problem
+from ..core.records import dataclass, field, fields
 from ..settings.config import Config, load_config
 from ..state import idle as fastpath
 from ..state import task_cache
