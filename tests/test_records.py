@@ -306,3 +306,21 @@ def test_a_one_due_tick_and_the_idle_tick_never_load_dataclasses(home, write_tas
     assert loaded(home, T0 + timedelta(minutes=1)) == (0, {"mdcron.run.tick"})  # one due, cached
     age(home)
     assert loaded(home, T0 + timedelta(minutes=1, seconds=30)) == (0, set())  # the idle tick
+
+
+def test_generated_methods_are_compiled_on_first_use_and_kept():
+    @records.dataclass(frozen=True, slots=True)
+    class Lazy:
+        a: int
+        b: tuple[int, ...] = records.field(default_factory=tuple)
+
+    names = ("__init__", "__eq__", "__hash__")
+    stand_ins = {name: Lazy.__dict__[name] for name in names}
+    one, two = Lazy(1), Lazy(a=1, b=())
+    assert (one == two, hash(one) == hash(two), one != Lazy(1, (2,))) == (True, True, True)
+    compiled = {name: Lazy.__dict__[name] for name in names}
+    assert all(compiled[name] is not stand_ins[name] for name in names)
+    assert compiled["__init__"].__code__.co_varnames[:3] == ("self", "a", "b")
+    assert compiled["__init__"].__qualname__.endswith("Lazy.__init__")
+    Lazy(2)
+    assert {name: Lazy.__dict__[name] for name in names} == compiled  # compiled once

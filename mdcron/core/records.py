@@ -2,8 +2,9 @@
 
 Issue 27: `import dataclasses` loads inspect, ast and dis (~10 ms), and each `@dataclass` compiles
 five or six generated methods one by one and asks inspect for a signature (~0.3 ms a class, ~64
-classes on the tick path). Here a class costs one `exec` of its `__init__`, `__eq__` and
-`__hash__` together; `__repr__` and the frozen guards are shared closures. Same semantics as
+classes on the tick path). Here `__init__`, `__eq__` and `__hash__` are compiled the way
+dataclasses writes them, but each on its first call (most classes of a tick are never built or
+compared); `__repr__` and the frozen guards are closures. Same semantics as
 dataclasses for what is offered: `dataclass(frozen=, slots=, eq=)`, `field(default=,
 default_factory=, init=, repr=)`, `fields`, `replace`, `asdict`, `is_dataclass`, `MISSING`,
 `FrozenInstanceError`. Not offered: order, unsafe_hash, kw_only, InitVar, match_args=False, and
@@ -149,12 +150,12 @@ def _build(cls: type, frozen: bool, slots: bool, eq: bool) -> type:
     if "__match_args__" not in own:
         cls.__match_args__ = tuple(f.name for f in init_fields)
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
-    methods = _generated(cls, all_fields, frozen, eq and "__eq__" not in own,
-                         eq and frozen and not explicit_hash)
-    for name, fn in methods.items():
+    wanted = ["__init__"] + ["__eq__"] * (eq and "__eq__" not in own)
+    if eq and frozen and not explicit_hash:
+        wanted.append("__hash__")
+    for name in wanted:
         if name not in own:
-            fn.__qualname__ = f"{cls.__qualname__}.{name}"
-            setattr(cls, name, fn)
+            _install_lazy(cls, name, all_fields, frozen)
     if "__repr__" not in own:
         cls.__repr__ = _repr_of(cls, tuple(f.name for f in all_fields.values() if f.repr))
     if eq and not frozen and not explicit_hash:
@@ -223,13 +224,42 @@ def _with_slots(cls: type, all_fields: dict[str, Field]) -> type:
     return new
 
 
-def _generated(cls: type, all_fields: dict[str, Field], frozen: bool, eq: bool,
-               hashed: bool) -> dict:
-    """__init__ (and __eq__, __hash__) from one compiled string: as fast as written by hand."""
-    names = list(all_fields)
-    me = _SELF_NAMES[1] if "self" in names else _SELF_NAMES[0]
-    scope: dict = {"_HAS_FACTORY": _HAS_FACTORY, "_setattr": object.__setattr__,
-                   "__name__": cls.__module__}
+def _install_lazy(cls: type, name: str, all_fields: dict[str, Field], frozen: bool) -> None:
+    """A stand-in that compiles the real method on its first call and puts it in its place:
+    a class never built nor compared in this process never pays the compile (~50 us each)."""
+
+    def stand_in(self, *args, **kwargs):
+        real = cls.__dict__[name]
+        if real is stand_in:  # not yet replaced (another thread may just have done it)
+            real = _compile(cls, name, all_fields, frozen)
+            setattr(cls, name, real)
+        return real(self, *args, **kwargs)
+
+    stand_in.__name__, stand_in.__qualname__ = name, f"{cls.__qualname__}.{name}"
+    setattr(cls, name, stand_in)
+
+
+def _compile(cls: type, name: str, all_fields: dict[str, Field], frozen: bool):
+    """The method as dataclasses writes it, from one small compiled string."""
+    scope: dict = {"__name__": cls.__module__}
+    mine = "".join(f"self.{n}," for n in all_fields)
+    if name == "__eq__":
+        theirs = "".join(f"other.{n}," for n in all_fields)
+        lines = ["def __eq__(self, other):", "  if other.__class__ is self.__class__:",
+                 f"    return ({mine}) == ({theirs})", "  return NotImplemented"]
+    elif name == "__hash__":
+        lines = ["def __hash__(self):", f"  return hash(({mine}))"]
+    else:
+        lines = _init_lines(cls, all_fields, frozen, scope)
+    exec("\n".join(lines), scope)  # our own text, built from identifiers
+    fn = scope[name]
+    fn.__qualname__ = f"{cls.__qualname__}.{name}"
+    return fn
+
+
+def _init_lines(cls: type, all_fields: dict[str, Field], frozen: bool, scope: dict) -> list[str]:
+    me = _SELF_NAMES[1] if "self" in all_fields else _SELF_NAMES[0]
+    scope.update(_HAS_FACTORY=_HAS_FACTORY, _setattr=object.__setattr__)
     params, body = [me], []
     for f in all_fields.values():
         name = f.name
@@ -256,16 +286,7 @@ def _generated(cls: type, all_fields: dict[str, Field], frozen: bool, eq: bool,
                     else f"  {me}.{name} = {value}")
     if hasattr(cls, "__post_init__"):
         body.append(f"  {me}.__post_init__()")
-    lines = [f"def __init__({', '.join(params)}):", *(body or ["  pass"])]
-    mine = "".join(f"self.{n}," for n in names)
-    if eq:
-        theirs = "".join(f"other.{n}," for n in names)
-        lines += ["def __eq__(self, other):", "  if other.__class__ is self.__class__:",
-                  f"    return ({mine}) == ({theirs})", "  return NotImplemented"]
-    if hashed:
-        lines += ["def __hash__(self):", f"  return hash(({mine}))"]
-    exec("\n".join(lines), scope)  # our own text, built from identifiers
-    return {k: scope[k] for k in ("__init__", "__eq__", "__hash__") if k in scope}
+    return [f"def __init__({', '.join(params)}):", *(body or ["  pass"])]
 
 
 def _repr_of(cls: type, names: tuple[str, ...]):
