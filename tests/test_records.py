@@ -4,6 +4,7 @@ and a tick (one due task, or idle) never loads dataclasses, inspect, ast nor dis
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import pickle
@@ -278,6 +279,19 @@ def test_a_record_that_contains_itself_repr():
 
 
 # ------------------------------------------------------------------------- what a tick loads
+
+
+def test_no_project_module_imports_dataclasses():
+    found = []
+    for path in sorted((REPO / "mdcron").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            found += [f"{path.relative_to(REPO)}:{node.lineno}" for n in names
+                      if n and n.split(".")[0] == "dataclasses"]
+    assert found == [], "import from mdcron.core.records instead (issue 27)"
+
 
 PROBE = """
 import sys
