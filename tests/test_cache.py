@@ -15,7 +15,6 @@ import random
 import sqlite3
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from conftest import REPO, SCHEDULER, render_task, run_cli
 from conftest import age_cache as age
 
 from mdcron.core.clock import Clock
+from mdcron.core.records import replace
 from mdcron.run.tick import plan, run_tick
 from mdcron.schedule import cache
 from mdcron.schedule.observe import observe

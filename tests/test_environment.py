@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from mdcron.core.records import replace
 from mdcron.run.environment import bypasses_claude_isolation, task_environment
 from mdcron.run.process import CommandSpec, run_command
 from mdcron.tasks.task import Task

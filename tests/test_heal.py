@@ -404,7 +404,7 @@ def test_unavailable_reasons(setup, fake_claude):
             task)
         healer = ClaudeHealer(config, fake_claude.environ, store, at(NOW))
         assert healer.unavailable_reason(task) is None
-        from dataclasses import replace
+        from mdcron.core.records import replace
 
         assert "self_heal: false" in healer.unavailable_reason(replace(task, self_heal=False))
         template = home / "prompts" / "self-heal.txt"

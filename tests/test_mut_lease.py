@@ -14,13 +14,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mdcron.core.clock import minute_floor
 from mdcron.core.outcome import Outcome
+from mdcron.core.records import replace
 from mdcron.hosts.lease import (
     Lease,
     Renewer,

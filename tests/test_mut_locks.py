@@ -17,12 +17,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from mdcron.core.clock import monotonic
+from mdcron.core.records import replace
 from mdcron.run import locks
 from mdcron.core.lock_info import INFO_LIMIT
 from mdcron.run.locks import (

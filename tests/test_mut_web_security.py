@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pytest
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from mdcron.core.records import asdict
 from mdcron.web import security
 from mdcron.web.security import (
     MAX_BODY,

@@ -19,9 +19,9 @@ written. A tick that crashed is told by cli/emergency.py (it may have no databas
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from ..core.outcome import Outcome, RunResult
+from ..core.records import dataclass
 from ..core.units import format_duration
 from ..settings.config import Config
 from ..state.store import Store, state_store

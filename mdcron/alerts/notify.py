@@ -38,10 +38,10 @@ message is actually delivered; the heartbeat module only when a heartbeat is pin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from ..core.records import dataclass, field, replace
 from ..settings.config import Config
 from ..settings.notify import NotifyConfig, scheme_of
 from ..state import outbox

@@ -25,12 +25,12 @@ import json
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.private_files import append_private, write_private
+from ..core.records import dataclass, field
 from ..core.units import format_duration
 from ..settings.claude import DEFAULT_MODEL as DEFAULT_MODEL  # re-exported
 from ..settings.claude import ClaudeConfig as ClaudeConfig

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ..core import safe_fs
+from ..core.records import dataclass, field
 from ..settings.config import Config
 from ..state.store import Store
 from ..tasks.frontmatter_edit import EditError, edit_task_file, set_keys

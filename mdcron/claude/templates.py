@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.problems import Problem
+from ..core.records import dataclass
 from ..core.safe_fs import NotRegular, read_followed
 from ..settings.config import Config
 

@@ -15,7 +15,8 @@ import shlex
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from ..core.records import dataclass, field
 
 SCHEDULE = "* * * * *"
 CRON_PATH = "/usr/bin:/bin"  # Debian cron's PATH for a line that sets none

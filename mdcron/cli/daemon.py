@@ -47,13 +47,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import safe_fs
 from ..core.outcome import Outcome
 from ..core.private_files import open_private
+from ..core.records import dataclass
 from ..run.locks import (
     boot_id,
     kill_leftovers,

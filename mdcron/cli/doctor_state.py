@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..alerts.heartbeat import STALE_TICK
+from ..core.records import dataclass
 from ..core.units import format_duration
 from ..settings.config import Config
 from ..state.meta import read_meta, schema_and_integrity

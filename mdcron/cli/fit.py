@@ -13,7 +13,8 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from ..core.records import dataclass
 
 GAP = 2
 ELLIPSIS = "…"

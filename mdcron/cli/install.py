@@ -31,10 +31,10 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.private_files import open_private
+from ..core.records import dataclass
 from .crontab_line import exit_zero as has_exit_zero
 from .crontab_line import line_for, parse
 

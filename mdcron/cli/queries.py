@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from ..core.cron import decide, fires_between, resolve_zone, schedule_of
 from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
 from ..core.lock_info import holder_alive, lock_path, read_info
 from ..core.problems import Problem
+from ..core.records import dataclass, field
 from ..core.units import format_duration
 from ..run.resources import describe_holders, holders
 from ..schedule.cache import View, load

@@ -4,11 +4,11 @@ reprs), the file and its body; `--json` with ISO times and each run's `extra` as
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, fields
 from datetime import tzinfo
 
 from ..core.clock import to_dt
 from ..core.cron import schedule_of
+from ..core.records import MISSING, asdict, fields
 from ..core.units import format_duration
 from ..state.task_state import TaskState
 from ..tasks.task import Task

@@ -14,7 +14,8 @@ import grp
 import os
 import pwd
 import re
-from dataclasses import dataclass
+
+from .records import dataclass
 
 # What useradd/groupadd accept (a portable subset), or a numeric id.
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")

@@ -31,7 +31,6 @@ import struct
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,6 +41,8 @@ from mdcron.core.due import decide as decide
 from mdcron.core.limits import EARLIEST, LATEST, RANGE_TEXT, InstantError, check_instant
 from mdcron.core.units import DurationError, parse_duration
 from mdcron.core.wall_time import ScheduleError, as_utc, first_pass, last_pass, resolve_zone
+
+from .records import dataclass
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
     from mdcron.settings.config import Config

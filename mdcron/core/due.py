@@ -6,12 +6,13 @@ in. cron.py re-exports it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Literal
 
 from mdcron.core.units import format_duration
 from mdcron.core.wall_time import as_utc
+
+from .records import dataclass
 
 if TYPE_CHECKING:
     from mdcron.core.cron import Schedule

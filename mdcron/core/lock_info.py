@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from . import safe_fs
 from .clock import monotonic
+from .records import asdict, dataclass
 
 STALE_GRACE = 60.0  # a live holder past its deadline + this many seconds is stale
 INFO_LIMIT = 64 * 1024  # bytes of a lock file read: a holder record is ~300

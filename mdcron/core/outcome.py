@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from .clock import to_dt
+from .records import dataclass, field
 
 
 class Outcome(StrEnum):

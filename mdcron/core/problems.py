@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from .records import dataclass
 
 Severity = Literal["error", "warning"]
 

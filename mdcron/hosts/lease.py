@@ -44,12 +44,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.clock import to_dt
 from ..core.lock_info import LockInfo
 from ..core.outcome import Outcome
+from ..core.records import dataclass
 from ..state.leases import Busy, FencedOff, margin
 from .replace_marks import REPLACE_REQUEST, REPLACED, replaced_mark
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core.clock import Clock, monotonic, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.private_files import make_private_dirs
+from ..core.records import dataclass, field, replace
 from ..core.safe_fs import UnsafePath
 from ..settings.config import Config
 from ..state.store import Owner, Store

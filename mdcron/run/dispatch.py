@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
 
 from ..core.outcome import Outcome, RunResult
+from ..core.records import dataclass, replace
 from ..state.store import Store, StoreError, database_lost, state_store
 from ..state.trouble import is_trouble
 from ..tasks.task import Task

@@ -16,8 +16,9 @@ goes on to the heals, which keep their place after the reruns (issue 26).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+
+from ..core.records import dataclass
 
 
 class Step(StrEnum):

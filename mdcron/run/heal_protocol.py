@@ -3,11 +3,11 @@ selfheal/healer.py; the ladder only knows this contract, so it can be tested wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..core.outcome import RunResult
+from ..core.records import dataclass, field
 from ..tasks.task import Task
 
 # Heals under way keep a journal here (in logs/, out of the model's reach; selfheal/journal.py):

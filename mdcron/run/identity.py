@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.accounts import Account, AccountError, owner_name, resolve
+from ..core.records import dataclass
 from ..settings.config import Config
 from ..tasks.task import Task
 

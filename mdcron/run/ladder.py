@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
 from functools import partial
 
 from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
+from ..core.records import dataclass, field, replace
 from ..hosts.replace_marks import REPLACED
 from ..settings.config import Config
 from ..state.store import Store

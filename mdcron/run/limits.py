@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 
 from ..core.outcome import Outcome, RunResult
+from ..core.records import dataclass, replace
 from ..tasks.outside_keys import format_size
 from ..tasks.task import Task
 

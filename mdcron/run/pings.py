@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.outcome import Outcome, RunResult
+from ..core.records import dataclass, field
 from ..tasks.task import Task
 
 if TYPE_CHECKING:

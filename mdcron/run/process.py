@@ -26,10 +26,10 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.outcome import Outcome, RunResult, envelope_error
+from ..core.records import dataclass
 from ..core.units import format_duration
 from ..tasks.task import Task
 from .exit_time import zombie_end

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..core.outcome import Outcome
+from ..core.records import dataclass, replace
 from ..settings.config import Config
 from ..state.store import Store
 from .heal_protocol import journal_dir

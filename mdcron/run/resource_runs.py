@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
 from ..core.clock import monotonic
 from ..core.outcome import Outcome, RunResult
+from ..core.records import dataclass, field, replace
 from ..state.store import Store, StoreError, database_lost, lost_in_tick, state_store
 from ..state.trouble import is_trouble
 from .attempt import RunContext

@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.records import dataclass, field
 from ..settings.config import Config
 from ..tasks.task import Task
 from .locks import LockInfo, TaskLock, kill_holder, read_info, stop_run_tree

@@ -19,8 +19,8 @@ import hashlib
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import replace
 
+from ..core.records import replace
 from ..state.store import Store
 from ..tasks.task import Task
 from .attempt import RunContext

@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.clock import Clock, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
+from ..core.records import dataclass, field
 from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config

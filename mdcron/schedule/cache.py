@@ -32,10 +32,10 @@ import sqlite3
 import time
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.problems import Problem
+from ..core.records import dataclass, field
 from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state import task_cache

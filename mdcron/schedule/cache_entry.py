@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import gc
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.problems import Problem
+from ..core.records import dataclass
 from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state import task_cache

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterable
-from dataclasses import fields
 from pathlib import Path
 
 from ..core.problems import Problem
+from ..core.records import fields
 from ..tasks.task import Task
 
 _TUPLES = frozenset(f.name for f in fields(Task) if str(f.type).startswith("tuple"))

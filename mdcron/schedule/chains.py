@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import graphlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
 from ..core.clock import to_dt
 from ..core.problems import Problem
+from ..core.records import dataclass
 from ..state.store import Store, TaskState, state_store
 from ..tasks.task import Task
 

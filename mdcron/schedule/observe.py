@@ -9,11 +9,11 @@ explanations use it without writing anything.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from ..core.clock import minute_floor
+from ..core.records import replace
 from ..state.store import TaskState
 
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.private_files import make_private_dirs
+from ..core.records import dataclass, field
 from ..run.attempt import current_owner
 from ..run.heal_protocol import journal_dir
 from ..settings.config import Config

@@ -36,12 +36,12 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import safe_fs
 from ..core.private_files import make_private_dirs, write_private
+from ..core.records import dataclass, field
 from ..settings.config import Config
 from ..tasks.frontmatter_edit import write_atomic
 from ..tasks.paths import PathError, script_path

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from ..claude.client import append_jsonl
 from ..core import safe_fs
 from ..core.private_files import write_private
+from ..core.records import dataclass
 from ..run.heal_protocol import journal_dir
 from ..run.locks import TaskLock, lock_path, process_matches
 from ..settings.config import Config

@@ -7,11 +7,11 @@ selfheal/healer.py and comments.py read that value.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.problems import Problem, unknown_key
+from ..core.records import dataclass
 from ..core.units import DurationError, duration_between, whole_number
 
 DEFAULT_MODEL = "claude-sonnet-5-5"

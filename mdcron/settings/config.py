@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core.accounts import AccountError, check_group, check_user
 from ..core.envref import ENV_REF
 from ..core.problems import Problem, unknown_key
+from ..core.records import dataclass, field, replace
 from ..core.units import DurationError, duration_between, parse_duration, whole_number
 from .claude import ClaudeConfig, parse_claude_config
 from .notify import NotifyConfig, parse_notify_config

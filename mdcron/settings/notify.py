@@ -20,12 +20,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
 
 from ..core.envref import ENV_REF, SCHEME
 from ..core.problems import Problem, unknown_key
+from ..core.records import dataclass, field
 from ..core.units import DurationError, duration_between, whole_number
 from ..core.urlscheme import scheme_of  # noqa: F401  (re-exported)
 

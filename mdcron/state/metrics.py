@@ -9,8 +9,7 @@ old rows makes it go down, which Prometheus' rate() reads as a counter reset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from ..core.records import dataclass, field
 from .db import Tables
 from .meta import put_metas, read_meta
 from .metrics_file import write as write_file

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..core.outcome import Outcome, RunResult
+from ..core.records import dataclass
 from .db import Tables, marks
 
 RunRow = dict[str, object]

@@ -23,10 +23,10 @@ import re
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import safe_fs
+from ..core.records import dataclass
 
 DELIMITER = "---"
 _KEY_LINE = re.compile(

@@ -11,6 +11,7 @@ import reprlib
 from collections.abc import Callable, Sequence
 
 from ..core.accounts import AccountError, check_group, check_user
+from ..core.records import fields
 from ..core.units import DurationError, parse_duration
 from . import lenient, outside_keys, run_keys
 from . import task as task_model
@@ -20,7 +21,7 @@ MAX_SECONDS = 366 * 86400  # longer durations are surely typos (and overflow dat
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 KNOWN_KEYS: frozenset[str] = frozenset(
-    name for name in Task.__dataclass_fields__ if name not in ("path", "body")
+    f.name for f in fields(Task) if f.name not in ("path", "body")
 )
 _repr = reprlib.Repr()
 _repr.maxstring = _repr.maxother = 60
@@ -239,4 +240,4 @@ CHECKS: dict[str, Callable[[object], object]] = {
     "overlap": _plain(run_keys.overlap),
 }
 assert set(CHECKS) == KNOWN_KEYS
-NULL_OK = {name for name, f in Task.__dataclass_fields__.items() if f.default is None}
+NULL_OK = {f.name for f in fields(Task) if f.default is None}

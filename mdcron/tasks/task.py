@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..core.problems import Problem
+from ..core.records import dataclass, field
 
 RUN_AS = ("shell", "script", "claude")
 NOTIFY_ON = ("failure", "success", "always", "never")

@@ -9,7 +9,6 @@ incidents, doctor, locks) when that page is asked for, so the server starts with
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +18,7 @@ from ..cli.queries import Loaded, explain, iso, list_rows, loaded_with_state, ou
 from ..core import safe_fs
 from ..core.clock import to_dt
 from ..core.limits import check_instant
+from ..core.records import asdict, replace
 from ..settings.config import Config, ConfigError, load_config
 from ..state.runs import RunFilter
 from ..state.store import state_store

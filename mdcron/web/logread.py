@@ -9,10 +9,10 @@ next read starts at its first byte.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import safe_fs
+from ..core.records import dataclass
 
 LOG_TAIL = 256 * 1024  # bytes of a log the page shows, and at most what one read returns
 

@@ -18,7 +18,6 @@ import asyncio
 import hmac
 import ipaddress
 from collections.abc import Callable
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.datastructures import QueryParams
@@ -26,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..core.records import dataclass
 from .sessions import Session, Sessions
 from .token_file import load_token as load_token  # re-exported: server.py and older callers
 

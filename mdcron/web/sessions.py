@@ -23,10 +23,10 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
 
+from ..core.records import dataclass
 from ..core.safe_fs import replace_file
 
 CODE_TTL = 300.0  # seconds a printed login code stays good (once)
