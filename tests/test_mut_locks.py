@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from mdcron.core.clock import monotonic
+from mdcron.core.lock_info import INFO_LIMIT
 from mdcron.core.records import replace
 from mdcron.run import locks
-from mdcron.core.lock_info import INFO_LIMIT
 from mdcron.run.locks import (
     LockInfo,
     TaskLock,
