@@ -424,6 +424,22 @@ def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts,
     assert "mdcron: job: this host could not renew the lease of job for" in err
 
 
+def test_a_renewal_the_database_refuses_is_said_and_the_watchdog_stops_the_run(hosts, tmp_path,
+                                                                               capsys):
+    a, _ = hosts
+    config = config_for(tmp_path)
+    lease, _, _ = acquire(a, "job", 1, "a:1:x", 60)
+    proc = running_task(config)
+    a.connect().execute("DROP TABLE leases")  # every renewal now fails with an error
+    keeper = Renewer(config, a)
+    keeper.add(lease, a)
+    assert stopped(proc) == -signal.SIGTERM
+    idle(keeper)
+    err = said(capsys, "its result will not be recorded")
+    assert "mdcron: could not renew the leases of this tick: no such table: leases\n" in err
+    assert "mdcron: job: this host could not renew the lease of job for" in err
+
+
 def test_a_replace_request_from_another_host_stops_the_run(hosts, tmp_path):
     a, b = hosts
     config = config_for(tmp_path, 3.0)
