@@ -512,3 +512,30 @@ def test_the_process_has_one_renewer_with_the_latest_settings(hosts, tmp_path, m
     again = renewer(newer, b)
     assert again is first and again.config is newer
     assert again.where == (Store, b.path, None, "b")
+
+
+def test_a_tick_that_ends_while_holding_a_lease_is_not_kept_alive_by_its_renewals(tmp_path):
+    """The renewal thread is a daemon: a tick whose main thread ends (an error path that never
+    dropped its lease) exits; its lease then lapses for another host to take."""
+    import mdcron
+
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "from mdcron.hosts.lease import Renewer, acquire\n"
+            "from mdcron.settings.config import Config\n"
+            "from mdcron.state.store import Store\n"
+            "home = Path(sys.argv[1])\n"
+            "store = Store(home / 'state' / 'mdcron.db', host='a')\n"
+            "lease, _, _ = acquire(store, 'job', 1, 'a:1:x', 1.2)\n"
+            "Renewer(Config(home=home, lease_seconds=1.2), store).add(lease, store)\n"
+            "print('held', flush=True)\n")
+    (tmp_path / "state").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                            text=True, cwd=Path(mdcron.__file__).parent.parent)
+    try:
+        assert proc.stdout.readline() == "held\n"
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
