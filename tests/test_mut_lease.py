@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -392,6 +393,8 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     keeper = Renewer(config, a)
     keeper.add(lease, a, sent=time.monotonic() - 0.5)  # within lease - 2 margins (2.4 s)
     wait_until(lambda: keeper.conn is not None, "a renewal round")
+    wait_until(lambda: not any(t.name == "lease-renewal-round" for t in threading.enumerate()),
+               "the round to end")
     keeper.drop(Lease("job", "a:1:x", 9))  # not the lease it holds: kept
     assert "job" in keeper.held
     keeper.drop(lease)
@@ -399,7 +402,46 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     assert proc.poll() is None and a.fenced_off is None
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert "mdcron:" not in capsys.readouterr().err
+    assert capsys.readouterr().err == ""  # nothing to say, and no thread's traceback
+
+
+def test_the_watchdog_stops_the_run_before_another_host_may_take_the_lease(hosts, tmp_path):
+    """Issue 23: cut off from the database, the holder stops its run at lease - margin after
+    its last renewal; the database lets another host take the lease only at lease + margin."""
+    a, b = hosts
+    config = config_for(tmp_path, 3.0)
+    proc = running_task(config)
+    blocker = sqlite3.connect(a.path, isolation_level=None)
+    try:
+        sent = time.monotonic()
+        lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
+        blocker.execute("BEGIN IMMEDIATE")  # from now on no renewal gets through
+        keeper = Renewer(config, a)
+        keeper.add(lease, a, sent=sent)
+        lapse(b)  # by the database's clock, 3.3 s after the take: b may take it now
+        assert proc.poll() == -signal.SIGTERM, "the run was still going when the lease lapsed"
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    idle(keeper)
+
+
+def test_the_watchdog_looks_at_every_lease_the_tick_holds(hosts, tmp_path):
+    a, _ = hosts
+    config = config_for(tmp_path, 3.0)
+    fresh, _, _ = acquire(a, "job", 1, "a:1:x", 60)
+    late, _, _ = acquire(a, "late", 2, "a:1:x", 60)
+    proc = running_task(config, "late", 2)
+    keeper = Renewer(config, a)
+    keeper.add(fresh, a)  # held first, renewed in time
+    keeper.add(late, sent=time.monotonic() - 10)  # a resource unit's lease, long overdue
+    assert stopped(proc) == -signal.SIGTERM
+    assert list(keeper.held) == ["job"]
+    keeper.drop(fresh)
+    idle(keeper)
 
 
 def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts, tmp_path,
