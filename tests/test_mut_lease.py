@@ -40,6 +40,9 @@ from mdcron.settings.config import Config
 from mdcron.state.leases import Busy, FencedOff, Granted, LeaseRow, lease_span, margin
 from mdcron.state.store import Owner, Store
 
+# a thread of the renewer that dies with an exception fails the test (pytest would only warn)
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+
 NOW = minute_floor(1_795_000_000.0)  # the tick's (injected) clock: not the database's
 OWNER = Owner(pid=4242, start=1, boot="boot")
 SHORT = 0.3  # seconds: a lease left to lapse by the database's clock
@@ -403,6 +406,23 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert capsys.readouterr().err == ""  # nothing to say, and no thread's traceback
+
+
+def test_a_renewer_used_again_renews_at_once_without_a_stale_connection(hosts, tmp_path,
+                                                                       capsys):
+    """The daemon's one renewer: a later run's lease after an earlier run's ended."""
+    a, b = hosts
+    config = config_for(tmp_path, 1.2)
+    keeper = Renewer(config, a)
+    for run_id in (1, 2):
+        lease, _, _ = acquire(a, "job", run_id, f"a:{run_id}:x", config.lease_seconds)
+        keeper.add(lease, a)
+        until = b.lease_busy("job").until
+        wait_until(lambda: b.lease_busy("job").until > until, "a renewal")  # noqa: B023
+        keeper.drop(lease)
+        idle(keeper)
+        assert keeper.conn is None  # closed with the thread
+    assert capsys.readouterr().err == ""
 
 
 def test_the_watchdog_stops_the_run_before_another_host_may_take_the_lease(hosts, tmp_path):
