@@ -308,6 +308,17 @@ def said(capsys, text: str) -> str:
     return "".join(seen)
 
 
+@pytest.fixture
+def other_tick():
+    """A process standing for another tick (never this test's parent: a wrong kill must hit
+    only it)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    wait_until(lambda: process_start_time(proc.pid) is not None, "the other tick to start")
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
 def idle(keeper: Renewer) -> None:
     wait_until(lambda: keeper.thread is None, "the renewal thread to end")
 
@@ -346,14 +357,14 @@ def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capsys):
     assert a.fenced_off is None  # the fence in the database refuses its writes already
 
 
-def test_a_lease_taken_over_never_stops_another_ticks_run(hosts, tmp_path, capsys):
+def test_a_lease_taken_over_never_stops_another_ticks_run(hosts, tmp_path, capsys, other_tick):
     """The task's lock names a run of another tick (this one's run already ended there)."""
     a, b = hosts
     config = config_for(tmp_path)
     lease_a, _, _ = acquire(a, "job", 1, "a:1:x", SHORT)
     lapse(b)
     acquire(b, "job", 2, "b:1:x", 60)
-    proc = running_task(config, tick=os.getppid())
+    proc = running_task(config, tick=other_tick)
     keeper = Renewer(config, a)
     keeper.add(lease_a, a)
     said(capsys, "mdcron: job: its lease was taken over by another host (this tick could not"
@@ -545,12 +556,13 @@ def test_without_a_replace_request_or_the_option_the_run_goes_on(hosts, tmp_path
 
 
 def test_a_replace_request_for_a_run_of_another_tick_is_taken_but_stops_nothing(hosts,
-                                                                                tmp_path):
+                                                                                tmp_path,
+                                                                                other_tick):
     a, b = hosts
     config = config_for(tmp_path, 3.0)
     run_id = claimed(a)
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
-    proc = running_task(config, run_id=run_id, tick=os.getppid())  # not this process's run
+    proc = running_task(config, run_id=run_id, tick=other_tick)  # not this process's run
     b.set_meta(REPLACE_REQUEST + "job", "replaced by slot 12:01 on host b")
     keeper = Renewer(config, a)
     keeper.add(lease, a, replace=True)
