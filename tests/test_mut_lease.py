@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +39,9 @@ from mdcron.run.locks import LockInfo, boot_id, lock_path, process_start_time
 from mdcron.settings.config import Config
 from mdcron.state.leases import Busy, FencedOff, Granted, LeaseRow, lease_span, margin
 from mdcron.state.store import Owner, Store
+
+# a thread of the renewer that dies with an exception fails the test (pytest would only warn)
+pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
 
 NOW = minute_floor(1_795_000_000.0)  # the tick's (injected) clock: not the database's
 OWNER = Owner(pid=4242, start=1, boot="boot")
@@ -304,6 +308,17 @@ def said(capsys, text: str) -> str:
     return "".join(seen)
 
 
+@pytest.fixture
+def other_tick():
+    """A process standing for another tick (never this test's parent: a wrong kill must hit
+    only it)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    wait_until(lambda: process_start_time(proc.pid) is not None, "the other tick to start")
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
 def idle(keeper: Renewer) -> None:
     wait_until(lambda: keeper.thread is None, "the renewal thread to end")
 
@@ -342,14 +357,14 @@ def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capsys):
     assert a.fenced_off is None  # the fence in the database refuses its writes already
 
 
-def test_a_lease_taken_over_never_stops_another_ticks_run(hosts, tmp_path, capsys):
+def test_a_lease_taken_over_never_stops_another_ticks_run(hosts, tmp_path, capsys, other_tick):
     """The task's lock names a run of another tick (this one's run already ended there)."""
     a, b = hosts
     config = config_for(tmp_path)
     lease_a, _, _ = acquire(a, "job", 1, "a:1:x", SHORT)
     lapse(b)
     acquire(b, "job", 2, "b:1:x", 60)
-    proc = running_task(config, tick=os.getppid())
+    proc = running_task(config, tick=other_tick)
     keeper = Renewer(config, a)
     keeper.add(lease_a, a)
     said(capsys, "mdcron: job: its lease was taken over by another host (this tick could not"
@@ -392,6 +407,8 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     keeper = Renewer(config, a)
     keeper.add(lease, a, sent=time.monotonic() - 0.5)  # within lease - 2 margins (2.4 s)
     wait_until(lambda: keeper.conn is not None, "a renewal round")
+    wait_until(lambda: not any(t.name == "lease-renewal-round" for t in threading.enumerate()),
+               "the round to end")
     keeper.drop(Lease("job", "a:1:x", 9))  # not the lease it holds: kept
     assert "job" in keeper.held
     keeper.drop(lease)
@@ -399,7 +416,63 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     assert proc.poll() is None and a.fenced_off is None
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert "mdcron:" not in capsys.readouterr().err
+    assert capsys.readouterr().err == ""  # nothing to say, and no thread's traceback
+
+
+def test_a_renewer_used_again_renews_at_once_without_a_stale_connection(hosts, tmp_path,
+                                                                       capsys):
+    """The daemon's one renewer: a later run's lease after an earlier run's ended."""
+    a, b = hosts
+    config = config_for(tmp_path, 1.2)
+    keeper = Renewer(config, a)
+    for run_id in (1, 2):
+        lease, _, _ = acquire(a, "job", run_id, f"a:{run_id}:x", config.lease_seconds)
+        keeper.add(lease, a)
+        until = b.lease_busy("job").until
+        wait_until(lambda: b.lease_busy("job").until > until, "a renewal")  # noqa: B023
+        keeper.drop(lease)
+        idle(keeper)
+        assert keeper.conn is None  # closed with the thread
+    assert capsys.readouterr().err == ""
+
+
+def test_the_watchdog_stops_the_run_before_another_host_may_take_the_lease(hosts, tmp_path):
+    """Issue 23: cut off from the database, the holder stops its run at lease - margin after
+    its last renewal; the database lets another host take the lease only at lease + margin."""
+    a, b = hosts
+    config = config_for(tmp_path, 3.0)
+    proc = running_task(config)
+    blocker = sqlite3.connect(a.path, isolation_level=None)
+    try:
+        sent = time.monotonic()
+        lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
+        blocker.execute("BEGIN IMMEDIATE")  # from now on no renewal gets through
+        keeper = Renewer(config, a)
+        keeper.add(lease, a, sent=sent)
+        lapse(b)  # by the database's clock, 3.3 s after the take: b may take it now
+        assert proc.poll() == -signal.SIGTERM, "the run was still going when the lease lapsed"
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    idle(keeper)
+
+
+def test_the_watchdog_looks_at_every_lease_the_tick_holds(hosts, tmp_path):
+    a, _ = hosts
+    config = config_for(tmp_path, 3.0)
+    fresh, _, _ = acquire(a, "job", 1, "a:1:x", 60)
+    late, _, _ = acquire(a, "late", 2, "a:1:x", 60)
+    proc = running_task(config, "late", 2)
+    keeper = Renewer(config, a)
+    keeper.add(fresh, a)  # held first, renewed in time
+    keeper.add(late, sent=time.monotonic() - 10)  # a resource unit's lease, long overdue
+    assert stopped(proc) == -signal.SIGTERM
+    assert list(keeper.held) == ["job"]
+    keeper.drop(fresh)
+    idle(keeper)
 
 
 def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts, tmp_path,
@@ -421,6 +494,23 @@ def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts,
     err = said(capsys, "its result will not be recorded")
     assert ("mdcron: the lease renewal got no answer within 0.4 s; trying again on a new"
             " connection") in err
+    assert "could not renew the leases" not in err  # waiting is not failing: no error to say
+    assert "mdcron: job: this host could not renew the lease of job for" in err
+
+
+def test_a_renewal_the_database_refuses_is_said_and_the_watchdog_stops_the_run(hosts, tmp_path,
+                                                                               capsys):
+    a, _ = hosts
+    config = config_for(tmp_path)
+    lease, _, _ = acquire(a, "job", 1, "a:1:x", 60)
+    proc = running_task(config)
+    a.connect().execute("DROP TABLE leases")  # every renewal now fails with an error
+    keeper = Renewer(config, a)
+    keeper.add(lease, a)
+    assert stopped(proc) == -signal.SIGTERM
+    idle(keeper)
+    err = said(capsys, "its result will not be recorded")
+    assert "mdcron: could not renew the leases of this tick: no such table: leases\n" in err
     assert "mdcron: job: this host could not renew the lease of job for" in err
 
 
@@ -466,12 +556,13 @@ def test_without_a_replace_request_or_the_option_the_run_goes_on(hosts, tmp_path
 
 
 def test_a_replace_request_for_a_run_of_another_tick_is_taken_but_stops_nothing(hosts,
-                                                                                tmp_path):
+                                                                                tmp_path,
+                                                                                other_tick):
     a, b = hosts
     config = config_for(tmp_path, 3.0)
     run_id = claimed(a)
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
-    proc = running_task(config, run_id=run_id, tick=os.getppid())  # not this process's run
+    proc = running_task(config, run_id=run_id, tick=other_tick)  # not this process's run
     b.set_meta(REPLACE_REQUEST + "job", "replaced by slot 12:01 on host b")
     keeper = Renewer(config, a)
     keeper.add(lease, a, replace=True)
@@ -496,3 +587,30 @@ def test_the_process_has_one_renewer_with_the_latest_settings(hosts, tmp_path, m
     again = renewer(newer, b)
     assert again is first and again.config is newer
     assert again.where == (Store, b.path, None, "b")
+
+
+def test_a_tick_that_ends_while_holding_a_lease_is_not_kept_alive_by_its_renewals(tmp_path):
+    """The renewal thread is a daemon: a tick whose main thread ends (an error path that never
+    dropped its lease) exits; its lease then lapses for another host to take."""
+    import mdcron
+
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "from mdcron.hosts.lease import Renewer, acquire\n"
+            "from mdcron.settings.config import Config\n"
+            "from mdcron.state.store import Store\n"
+            "home = Path(sys.argv[1])\n"
+            "store = Store(home / 'state' / 'mdcron.db', host='a')\n"
+            "lease, _, _ = acquire(store, 'job', 1, 'a:1:x', 1.2)\n"
+            "Renewer(Config(home=home, lease_seconds=1.2), store).add(lease, store)\n"
+            "print('held', flush=True)\n")
+    (tmp_path / "state").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                            text=True, cwd=Path(mdcron.__file__).parent.parent)
+    try:
+        assert proc.stdout.readline() == "held\n"
+        assert proc.wait(10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
