@@ -25,6 +25,7 @@ from mdcron.core.records import replace
 from mdcron.hosts.lease import (
     Lease,
     Renewer,
+    Stopper,
     acquire,
     busy_reason,
     holder_id,
@@ -35,7 +36,14 @@ from mdcron.hosts.lease import (
     task_lease,
 )
 from mdcron.hosts.replace_marks import REPLACE_REQUEST, REPLACED
-from mdcron.run.locks import LockInfo, boot_id, lock_path, process_start_time
+from mdcron.run.locks import (
+    LockInfo,
+    boot_id,
+    kill_holder,
+    lock_path,
+    process_start_time,
+    stop_run_tree,
+)
 from mdcron.settings.config import Config
 from mdcron.state.leases import Busy, FencedOff, Granted, LeaseRow, lease_span, margin
 from mdcron.state.store import Owner, Store
@@ -46,6 +54,9 @@ pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExce
 NOW = minute_floor(1_795_000_000.0)  # the tick's (injected) clock: not the database's
 OWNER = Owner(pid=4242, start=1, boot="boot")
 SHORT = 0.3  # seconds: a lease left to lapse by the database's clock
+
+# the run layer's way to end a run whose lease is lost (run/ladder.py passes the same)
+STOP = Stopper(kill_holder, stop_run_tree)
 
 
 def wait_until(check, what: str, seconds: float = 10.0) -> None:
@@ -257,7 +268,7 @@ def test_the_database_clock_is_unix_seconds_on_sqlite(hosts):
 
 def test_task_lease_on_sqlite_leaves_it_to_the_flock(hosts):
     a, _ = hosts
-    with task_lease(None, a, None, 1) as refused:
+    with task_lease(None, a, None, 1, stop=STOP) as refused:
         assert refused is None
     assert a.lease("job") is None and a.fence is None
 
@@ -327,7 +338,7 @@ def test_the_thread_keeps_a_lease_past_its_span_until_dropped(hosts, tmp_path):
     a, b = hosts
     config = config_for(tmp_path, 2.0)
     lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a)
     end = time.monotonic() + 2 * lease_span(config.lease_seconds)
     while time.monotonic() < end:  # two spans: held only because it is renewed
@@ -347,7 +358,7 @@ def test_a_lease_taken_over_stops_its_run_and_says_so(hosts, tmp_path, capsys):
     lapse(b)
     acquire(b, "job", 2, "b:1:x", 60)
     proc = running_task(config)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease_a, a)
     assert stopped(proc) == -signal.SIGTERM
     idle(keeper)
@@ -365,7 +376,7 @@ def test_a_lease_taken_over_never_stops_another_ticks_run(hosts, tmp_path, capsy
     lapse(b)
     acquire(b, "job", 2, "b:1:x", 60)
     proc = running_task(config, tick=other_tick)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease_a, a)
     said(capsys, "mdcron: job: its lease was taken over by another host (this tick could not"
                  " renew it in time); no process to stop; its result will not be recorded as"
@@ -383,7 +394,7 @@ def test_a_holder_that_could_not_renew_in_time_stops_its_own_run(hosts, tmp_path
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", 60)
     a.fence = ("job", lease.fence)
     proc = running_task(config, run_id=run_id)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a, sent=time.monotonic() - 5)  # its last renewal: 5 s ago, of a 1.2 s lease
     assert stopped(proc) == -signal.SIGTERM
     idle(keeper)
@@ -404,7 +415,7 @@ def test_a_lease_renewed_in_time_is_not_fenced_and_a_dropped_one_is_not_stopped(
     config = config_for(tmp_path, 3.0)
     lease, _, _ = acquire(a, "job", 1, "a:1:x", 60)
     proc = running_task(config)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a, sent=time.monotonic() - 0.5)  # within lease - 2 margins (2.4 s)
     wait_until(lambda: keeper.conn is not None, "a renewal round")
     wait_until(lambda: not any(t.name == "lease-renewal-round" for t in threading.enumerate()),
@@ -424,7 +435,7 @@ def test_a_renewer_used_again_renews_at_once_without_a_stale_connection(hosts, t
     """The daemon's one renewer: a later run's lease after an earlier run's ended."""
     a, b = hosts
     config = config_for(tmp_path, 1.2)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     for run_id in (1, 2):
         lease, _, _ = acquire(a, "job", run_id, f"a:{run_id}:x", config.lease_seconds)
         keeper.add(lease, a)
@@ -447,7 +458,7 @@ def test_the_watchdog_stops_the_run_before_another_host_may_take_the_lease(hosts
         sent = time.monotonic()
         lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
         blocker.execute("BEGIN IMMEDIATE")  # from now on no renewal gets through
-        keeper = Renewer(config, a)
+        keeper = Renewer(config, a, STOP)
         keeper.add(lease, a, sent=sent)
         lapse(b)  # by the database's clock, 3.3 s after the take: b may take it now
         assert proc.poll() == -signal.SIGTERM, "the run was still going when the lease lapsed"
@@ -466,7 +477,7 @@ def test_the_watchdog_looks_at_every_lease_the_tick_holds(hosts, tmp_path):
     fresh, _, _ = acquire(a, "job", 1, "a:1:x", 60)
     late, _, _ = acquire(a, "late", 2, "a:1:x", 60)
     proc = running_task(config, "late", 2)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(fresh, a)  # held first, renewed in time
     keeper.add(late, sent=time.monotonic() - 10)  # a resource unit's lease, long overdue
     assert stopped(proc) == -signal.SIGTERM
@@ -484,7 +495,7 @@ def test_a_locked_database_fails_the_round_and_the_watchdog_stops_the_run(hosts,
     blocker = sqlite3.connect(a.path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")  # another writer holds the database: renewals wait
     try:
-        keeper = Renewer(config, a)
+        keeper = Renewer(config, a, STOP)
         keeper.add(lease, a)
         assert stopped(proc) == -signal.SIGTERM
         idle(keeper)
@@ -505,7 +516,7 @@ def test_a_renewal_the_database_refuses_is_said_and_the_watchdog_stops_the_run(h
     lease, _, _ = acquire(a, "job", 1, "a:1:x", 60)
     proc = running_task(config)
     a.connect().execute("DROP TABLE leases")  # every renewal now fails with an error
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a)
     assert stopped(proc) == -signal.SIGTERM
     idle(keeper)
@@ -521,7 +532,7 @@ def test_a_replace_request_from_another_host_stops_the_run(hosts, tmp_path):
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", 60)
     proc = running_task(config, run_id=run_id)
     b.set_meta(REPLACE_REQUEST + "job", "replaced by slot 12:01 on host b")
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a, replace=True)
     assert stopped(proc) == -signal.SIGTERM
     row = a.run(run_id)
@@ -541,7 +552,7 @@ def test_without_a_replace_request_or_the_option_the_run_goes_on(hosts, tmp_path
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
     proc = running_task(config, run_id=run_id)
     b.set_meta(REPLACE_REQUEST + "job", "replaced by slot 12:01 on host b")
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a)  # the task has no `overlap: replace`
     for _ in range(2):  # two renewal rounds: nothing else must happen
         until = b.lease_busy("job").until
@@ -564,7 +575,7 @@ def test_a_replace_request_for_a_run_of_another_tick_is_taken_but_stops_nothing(
     lease, _, _ = acquire(a, "job", run_id, "a:1:x", config.lease_seconds)
     proc = running_task(config, run_id=run_id, tick=other_tick)  # not this process's run
     b.set_meta(REPLACE_REQUEST + "job", "replaced by slot 12:01 on host b")
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a, replace=True)
     wait_until(lambda: a.get_meta(REPLACE_REQUEST + "job") is None, "the request to be taken")
     until = b.lease_busy("job").until
@@ -582,9 +593,9 @@ def test_the_process_has_one_renewer_with_the_latest_settings(hosts, tmp_path, m
 
     monkeypatch.setattr(lease_module, "_renewer", None)  # a new process: none made yet
     a, b = hosts
-    first = renewer(config_for(tmp_path), a)
+    first = renewer(config_for(tmp_path), a, STOP)
     newer = config_for(tmp_path, 30)
-    again = renewer(newer, b)
+    again = renewer(newer, b, STOP)
     assert again is first and again.config is newer
     assert again.where == (Store, b.path, None, "b")
 
@@ -596,13 +607,15 @@ def test_a_tick_that_ends_while_holding_a_lease_is_not_kept_alive_by_its_renewal
 
     code = ("import sys\n"
             "from pathlib import Path\n"
-            "from mdcron.hosts.lease import Renewer, acquire\n"
+            "from mdcron.hosts.lease import Renewer, Stopper, acquire\n"
+            "from mdcron.run.locks import kill_holder, stop_run_tree\n"
             "from mdcron.settings.config import Config\n"
             "from mdcron.state.store import Store\n"
             "home = Path(sys.argv[1])\n"
             "store = Store(home / 'state' / 'mdcron.db', host='a')\n"
             "lease, _, _ = acquire(store, 'job', 1, 'a:1:x', 1.2)\n"
-            "Renewer(Config(home=home, lease_seconds=1.2), store).add(lease, store)\n"
+            "stop = Stopper(kill_holder, stop_run_tree)\n"
+            "Renewer(Config(home=home, lease_seconds=1.2), store, stop).add(lease, store)\n"
             "print('held', flush=True)\n")
     (tmp_path / "state").mkdir()
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,

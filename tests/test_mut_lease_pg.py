@@ -15,6 +15,7 @@ from mdcron.core.outcome import Outcome
 from mdcron.hosts.lease import (
     FencedOff,
     Renewer,
+    Stopper,
     acquire,
     holder_id,
     lost_reason,
@@ -22,12 +23,16 @@ from mdcron.hosts.lease import (
     renewer,
     task_lease,
 )
+from mdcron.run.locks import kill_holder, stop_run_tree
 from mdcron.settings.config import Config
 from mdcron.state.leases import Busy, LeaseRow, lease_span
 from mdcron.state.store import Owner, Store
 
 NOW = minute_floor(1_795_000_000.0)  # the tick's (injected) clock
 SHORT = 0.3
+
+# the run layer's way to end a run whose lease is lost (run/ladder.py passes the same)
+STOP = Stopper(kill_holder, stop_run_tree)
 
 
 def wait_until(check, what: str, seconds: float = 10.0) -> None:
@@ -65,27 +70,27 @@ def test_a_run_holds_the_lease_fenced_and_renewed_then_frees_it(hosts, tmp_path)
     run_id = claimed(a)
     holder = holder_id("a", 7, "b00t")
     ctx = tick(tmp_path, 7)
-    with task_lease(ctx, a, TASK, run_id) as refused:
+    with task_lease(ctx, a, TASK, run_id, stop=STOP) as refused:
         assert refused is None
         assert a.fence == ("job", 1)
         assert a.lease("job") == LeaseRow(holder, "a", run_id, 1)
-        kept = renewer(ctx.config, a).held["job"]
+        kept = renewer(ctx.config, a, STOP).held["job"]
         assert kept.lease.holder == holder and kept.store is a and kept.replace is False
-        with task_lease(tick(tmp_path, 8), b, TASK, run_id + 1) as other:
+        with task_lease(tick(tmp_path, 8), b, TASK, run_id + 1, stop=STOP) as other:
             assert other.startswith("previous run still running on host a since"
                                     " 2026-11-18 11:06:00 UTC (its lease runs until")
             assert b.fence is None
     assert (a.fence, a.fenced_off) == (None, None)
     assert a.lease("job") == LeaseRow(None, "a", run_id, 1)  # released: free for any host
-    assert "job" not in renewer(ctx.config, a).held
+    assert "job" not in renewer(ctx.config, a, STOP).held
     assert b.lease_busy("job") is None
 
 
 def test_overlap_replace_is_passed_to_the_renewal_thread(hosts, tmp_path):
     a, _ = hosts
     ctx = tick(tmp_path, 7)
-    with task_lease(ctx, a, SimpleNamespace(id="job", overlap="replace"), 1):
-        assert renewer(ctx.config, a).held["job"].replace is True
+    with task_lease(ctx, a, SimpleNamespace(id="job", overlap="replace"), 1, stop=STOP):
+        assert renewer(ctx.config, a, STOP).held["job"].replace is True
 
 
 def test_a_new_host_closes_the_lapsed_holders_run_as_lost(hosts, tmp_path):
@@ -95,7 +100,7 @@ def test_a_new_host_closes_the_lapsed_holders_run_as_lost(hosts, tmp_path):
     acquire(a, "job", run_id, holder_id("a", 7, "b00t"), SHORT)  # a's tick then died
     wait_until(lambda: b.lease_busy("job") is None, "a's lease to lapse")
     lost: list[tuple[int, str]] = []
-    with task_lease(tick(tmp_path, 8, SHORT), b, TASK, run_id + 1, lost) as refused:
+    with task_lease(tick(tmp_path, 8, SHORT), b, TASK, run_id + 1, lost, stop=STOP) as refused:
         assert refused is None and b.fence == ("job", 2)
     assert [r for r, _ in lost] == [run_id]
     why = lost[0][1]
@@ -113,18 +118,18 @@ def test_without_a_list_the_lost_row_is_still_closed(hosts, tmp_path):
     run_id = claimed(a)
     acquire(a, "job", run_id, "a:7:x", SHORT)
     wait_until(lambda: b.lease_busy("job") is None, "a's lease to lapse")
-    with task_lease(tick(tmp_path, 8), b, TASK, run_id + 1) as refused:
+    with task_lease(tick(tmp_path, 8), b, TASK, run_id + 1, stop=STOP) as refused:
         assert refused is None
     assert a.run(run_id)["status"] == Outcome.LOST.value
 
 
 def test_a_fenced_off_run_does_not_release_the_lease(hosts, tmp_path):
     a, b = hosts
-    with pytest.raises(FencedOff), task_lease(tick(tmp_path, 7), a, TASK, 1):
+    with pytest.raises(FencedOff), task_lease(tick(tmp_path, 7), a, TASK, 1, stop=STOP):
         raise FencedOff("taken over")
     assert a.lease("job").holder is not None  # not released: it is not this holder's to free
     assert a.fence is None
-    with task_lease(tick(tmp_path, 7), a, TASK, 2):
+    with task_lease(tick(tmp_path, 7), a, TASK, 2, stop=STOP):
         a.fenced_off = "the watchdog stopped the run"  # what Renewer sets when overdue
     assert a.lease("job").holder is not None and (a.fence, a.fenced_off) == (None, None)
     assert b.lease_busy("job").host == "a"
@@ -132,7 +137,7 @@ def test_a_fenced_off_run_does_not_release_the_lease(hosts, tmp_path):
 
 def test_a_failed_release_is_said_and_the_run_goes_on(hosts, tmp_path, capsys):
     a, _ = hosts
-    with task_lease(tick(tmp_path, 7), a, TASK, 1):
+    with task_lease(tick(tmp_path, 7), a, TASK, 1, stop=STOP):
         a.fence = None
         a.connect().execute("DROP TABLE leases")  # the release will find no table
     assert "mdcron: could not release the lease of job: " in capsys.readouterr().err
@@ -159,7 +164,7 @@ def test_the_renewal_thread_keeps_a_postgresql_lease_on_its_own_connection(hosts
     a, b = hosts
     config = Config(home=tmp_path, lease_seconds=2.0)
     lease, _, _ = acquire(a, "job", 1, "a:1:x", config.lease_seconds)
-    keeper = Renewer(config, a)
+    keeper = Renewer(config, a, STOP)
     keeper.add(lease, a)
     end = time.monotonic() + 2 * lease_span(config.lease_seconds)
     while time.monotonic() < end:  # two spans: held only because it is renewed, on PostgreSQL
