@@ -50,6 +50,9 @@ class RunContext:
     record_units: Callable[[LockInfo], None] | None = None  # the units' records (issue 12)
     # alert destinations whose delivery failed in this tick: its later flushes skip them
     failed_destinations: set[str] = field(default_factory=set)
+    # (task id, slot) of downstreams already said to wait in this tick: said once, whichever
+    # chain round (the follower's or the tick's last) finds them held (schedule/chains.hold_back)
+    chain_said: set[tuple[str, float]] = field(default_factory=set)
     gate: Gate | None = None  # issue 26: the run slots a waiting ladder gives back (waits.py)
 
 

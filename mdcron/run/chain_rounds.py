@@ -27,7 +27,7 @@ def run_rounds(ctx: object, store: Store, tasks: list[Task], skip_ids: set[str],
     `run_all` runs [(task, run id)] and returns their ladder outcomes (dispatch.run_all).
     Returns [(task, run id, LadderOutcome)]."""
     done: list[tuple[Task, int, object]] = []
-    said: set[tuple[str, float]] = set()
+    said: set[tuple[str, float]] = ctx.chain_said  # type: ignore[attr-defined]
     given_back: set[str] = set()
     for _ in range(MAX_ROUNDS):
         todo = pending_for(store, ctx.config, tasks, skip_ids)  # type: ignore[attr-defined]
