@@ -599,3 +599,12 @@ def test_a_zone_without_an_offset_is_not_aware() -> None:
     for expr in ("0 6 * * *", "@every 1h", "@at 2026-12-01T09:00"):
         with pytest.raises(ValueError, match="expected a timezone-aware datetime, got naive"):
             parse_schedule(expr, JNB).next_after(t)
+
+
+@pytest.mark.parametrize("year", [2026, 2400, 8999])
+def test_a_microsecond_before_midnight_still_gives_that_midnight(year):
+    """croniter keeps times as floats: in far years 23:59:59.999999 rounded up to the next
+    minute, and next_after skipped the midnight a microsecond away."""
+    schedule = parse_schedule("0 0 * * *", ZoneInfo("UTC"))
+    t = datetime(year, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
+    assert schedule.next_after(t) == datetime(year, 12, 31, tzinfo=UTC)

@@ -186,7 +186,10 @@ class CronSchedule:
         from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), see _load_croniter
 
         it = _croniter(self.spec, self.day_or)
-        it.set_current(start if up else start.replace(second=0, microsecond=0) + _MINUTE)
+        # matching walls are whole minutes, so dropping the microseconds changes nothing but
+        # croniter's float rounding (far years: 23:59:59.999999 read as the next midnight)
+        it.set_current(start.replace(microsecond=0) if up
+                       else start.replace(second=0, microsecond=0) + _MINUTE)
         step = it.get_next if up else it.get_prev
         for _ in range(_SCAN_LIMIT):
             try:
