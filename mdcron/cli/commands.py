@@ -10,7 +10,7 @@ Lazy imports: each command imports the modules it needs inside its own function,
 command (and the tick, which cli/main.py reaches through here) loads only its own share of the
 package: the tables (fit.py, tables.py), the tick and ladder for `tick` and `run`, chains,
 incidents, comments, heal, doctor, install, the web server and the PostgreSQL copy for their
-commands. What every command loads anyway (json, pathlib, dataclasses, store.py, clock.py) is
+commands. What every command loads anyway (json, pathlib, core/records.py, store.py, clock.py) is
 imported at the top.
 """
 

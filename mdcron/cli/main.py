@@ -7,7 +7,7 @@ idle fast path (state/idle.py: stdlib only, no argparse); everything else is imp
 
 Lazy imports: the idle tick loads only this module, state/idle.py and their few stdlib modules
 (datetime and time are loaded anyway). pathlib, argparse, the command modules (commands, config,
-store, usage, doctor) and what they pull in (re, json, dataclasses, ...: ~20 ms of imports) are
+store, usage, doctor) and what they pull in (re, json, core/records, ...: ~20 ms of imports) are
 imported inside the functions, once the fast path has declined.
 """
 
