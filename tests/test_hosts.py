@@ -269,6 +269,18 @@ def wait_for_file(path: Path, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+def wait_recorded(home: Path, task_id: str = "job", timeout: float = 30.0) -> None:
+    """Until the tick has recorded its task's process group in the lock (the task may run
+    before that: a tick killed in between leaves a run that recovery ends as crashed)."""
+    from mdcron.run.locks import read_info
+
+    give_up = time.monotonic() + timeout
+    while (info := read_info(home / "state" / "locks" / f"{task_id}.lock")) is None \
+            or info.pgid is None:
+        assert time.monotonic() < give_up, f"{home.name}'s lock never named the task's group"
+        time.sleep(0.02)
+
+
 def lease_of(pg_url: str, task_id: str = "job") -> tuple[str | None, int, bool]:
     """(holder, fence, expired by the database's clock) of a task's lease row."""
     import psycopg
@@ -316,6 +328,7 @@ def test_the_next_tick_of_a_live_host_extends_its_orphaned_task_s_lease(pg_url, 
     a, b, marks = lease_homes(tmp_path, pg_url, lease=90)
     tick_a = start_tick(a, NOW)
     wait_for_file(marks / "ran")
+    wait_recorded(a)  # killed before, the run would rightly be ended as crashed
     tick_a.send_signal(signal.SIGKILL)
     tick_a.communicate()
     with psycopg.connect(pg_url, autocommit=True) as conn:
@@ -323,7 +336,8 @@ def test_the_next_tick_of_a_live_host_extends_its_orphaned_task_s_lease(pg_url, 
         out = run_cli(a, "tick", "--now", "2026-11-23T10:00:30+00:00")
         assert out.returncode == 0, out.stderr
         after, holder = conn.execute("SELECT expires_at, holder FROM leases").fetchone()
-    assert after > before and holder.startswith(f"a:{tick_a.pid}:")
+    said = f"{out.stdout}{out.stderr}; rows: {job_rows(b)}"
+    assert after > before and holder.startswith(f"a:{tick_a.pid}:"), said
     assert job_rows(b) == [("a", "running", "10:00", "")]
     (marks / "release").touch()
 
@@ -347,11 +361,7 @@ def test_a_killed_tick_loses_its_lease_and_its_host_kills_the_stale_run_when_bac
     (held, skipped) = job_rows(b)
     assert held == ("a", "running", "10:00", "")  # not `crashed`: B cannot see A's processes
     assert skipped[:3] == ("b", "skipped", "10:01")
-    give_up = time.monotonic() + 30
-    while (recorded := read_info(a / "state" / "locks" / "job.lock")) is None or \
-            recorded.pgid is None:  # the task may run before its tick records its group
-        assert time.monotonic() < give_up, "A's lock never named the task's process group"
-        time.sleep(0.02)
+    wait_recorded(a)
     tick_a.send_signal(signal.SIGKILL)  # its task keeps running, in its own group
     tick_a.communicate()
     give_up = time.monotonic() + 30
