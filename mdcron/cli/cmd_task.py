@@ -196,9 +196,7 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
             runs = store.history(10, task.id)
             state = store.task_state(task.id)
             hold = held(store).get(task.id)  # issue 22: a suspension its file could not take
-            from ..selfheal.healer import heal_history
-
-            heals = heal_history(store, task.id, 3)
+            heals = store.heal_history(task.id, 3)  # not via selfheal.healer: ~40 ms of imports
     if args.json:
         print_json(show_json(task, state, hold, runs, heals, now, config, _history_json))
         return OK
