@@ -323,11 +323,11 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
 def _state(path: Path, data: dict, values: dict[str, object],
            environ: Mapping[str, str]) -> list[Problem]:
     """state_url (the environment's MDCRON_STATE_URL wins), host, max_clock_skew: issue 11."""
-    from .state_url import StateUrlError, check_host, parse  # lazy: socket (~3 ms), see host_name
-
     errors = []
     url = environ.get(STATE_URL_ENV) or data.get("state_url")
     where = f"${STATE_URL_ENV}" if environ.get(STATE_URL_ENV) else "state_url"
+    if url is not None or "host" in data:
+        from .state_url import StateUrlError, check_host, parse  # lazy: socket, see host_name
     if url is not None:
         try:
             values["state_url"] = parse(url, environ)
