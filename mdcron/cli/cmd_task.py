@@ -204,8 +204,8 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
         return OK
     from ..core.cron import resolve_zone
     from .fit import terminal_width
-    from .queries import zone_name
     from .run_policy import show_lines as policy_rows  # issue 26: retries, jitter, overlap
+    from .task_text import zone_name
 
     no_key = task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip()
     notes = [*policy_rows(config, task),
