@@ -98,7 +98,7 @@ class Config:
     def host_name(self) -> str:
         if self.host:
             return self.host
-        from .state_url import default_host  # lazy: state_url loads socket (~3 ms)
+        from .state_url import default_host  # lazy: state_url, only once a store opens
 
         return default_host()
 
@@ -223,7 +223,7 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
                                     severity="warning"))
     if "timezone" in data:
         tz = data["timezone"]
-        from ..core.cron import ScheduleError, resolve_zone  # lazy: zoneinfo, only for `timezone:`
+        from ..core.wall_time import ScheduleError, resolve_zone  # lazy: only for `timezone:`
         from ..core.zones import abbreviation_warning, unknown_zone  # lazy: as resolve_zone
 
         try:
@@ -327,7 +327,7 @@ def _state(path: Path, data: dict, values: dict[str, object],
     url = environ.get(STATE_URL_ENV) or data.get("state_url")
     where = f"${STATE_URL_ENV}" if environ.get(STATE_URL_ENV) else "state_url"
     if url is not None or "host" in data:
-        from .state_url import StateUrlError, check_host, parse  # lazy: socket, see host_name
+        from .state_url import StateUrlError, check_host, parse  # lazy: only when named
     if url is not None:
         try:
             values["state_url"] = parse(url, environ)
