@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..core.accounts import AccountError, check_group, check_user
 from ..core.envref import ENV_REF
 from ..core.problems import Problem, unknown_key
 from ..core.records import dataclass, field, replace
@@ -288,8 +287,12 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
             warnings.append(Problem(path, "expected a shell command (a string), e.g."
                                     " incident_command: /usr/local/bin/page-me; ignored",
                                     key="incident_command", severity="warning"))
-    for key, check in (("run_user", check_user), ("run_group", check_group)):
+    for key in ("run_user", "run_group"):
         if data.get(key) is not None:
+            # lazy: pwd, grp and the account records, only for a config naming an account
+            from ..core.accounts import AccountError, check_group, check_user
+
+            check = check_user if key == "run_user" else check_group
             try:
                 values[key] = check(data[key])
             except AccountError as exc:
