@@ -4,7 +4,6 @@ validation, the same byte-preserving edits, the same store calls. No printing he
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,9 +14,12 @@ from ..schedule.held import lift
 from ..schedule.pause import pauses, set_pause
 from ..settings.config import Config
 from ..state.store import state_store
-from ..tasks.frontmatter_edit import edit_task_file
 from ..tasks.task import Task
 from .usage import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
 
 
 class ActionError(UsageError):
@@ -59,6 +61,8 @@ def set_enabled(config: Config, task_id: str, enabled: bool, reason: str | None,
         raise ActionError("--until must lie in the future")
     task = load_task(config, task_id)
     try:
+        from ..tasks.frontmatter_edit import edit_task_file  # lazy: only enable/disable edit
+
         edit_task_file(task.path, {"enabled": enabled, "disabled_reason": reason},
                        root=config.home)
     except OSError as exc:
@@ -85,6 +89,8 @@ def start_run(config: Config, task_id: str, environ: dict[str, str] | None = Non
     task = load_task(config, task_id)
     log = config.state_dir / "web-runs.log"  # state/ walked from the home, never followed
     fd = open_private(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, root=config.home)
+    import subprocess  # lazy: only the web's run button (show/next/list need none of it)
+
     with os.fdopen(fd, "ab") as out:
         return subprocess.Popen(
             [sys.executable, str(SCHEDULER), "--home", str(config.home), "run", "--recorded",

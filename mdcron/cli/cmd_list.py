@@ -14,7 +14,6 @@ import json
 import os
 import sys
 
-from ..alerts.heartbeat import STALE_TICK
 from ..core.units import format_duration
 from ..settings.config import Config
 from ..state.store import last_tick, state_store
@@ -127,6 +126,8 @@ def _notes(config: Config, rows: list[dict], now: float, tasks: list | None = No
     if config.state_exists:
         with state_store(config) as store:
             last = last_tick(config, store)
+        from ..alerts.heartbeat import STALE_TICK  # lazy: only `list` (show/next load this module)
+
         if last is not None and now - float(last) > STALE_TICK:
             notes.append(f"the last tick ran {format_duration(now - float(last))} ago: is the"
                          " crontab line still there? (see README, 'Two commands')")

@@ -30,7 +30,6 @@ def _jitter_of(task: object, config: Config) -> float:
 def cmd_next(config: Config, args: argparse.Namespace) -> int:
     from ..core.cron import ScheduleError, parse_schedule, resolve_zone
     from ..schedule.cache import find_task, load_task_set
-    from .render import print_json
 
     found = find_task(config, args.target)  # issue 27: via the cache, this task decoded
     refuse_duplicate(found.duplicates, args.target)
@@ -79,6 +78,8 @@ def cmd_next(config: Config, args: argparse.Namespace) -> int:
 
     offset = timedelta(seconds=_jitter_of(task, config))  # issue 26: the fire + its jitter
     if args.json:
+        from .render import print_json  # lazy: only --json
+
         print_json([(f + offset).isoformat() for f in fires])
     else:
         from .timefmt import relative  # lazy: only for `next`
@@ -180,7 +181,6 @@ def _wrapped(line: str) -> str:
 
 
 def cmd_show(config: Config, args: argparse.Namespace) -> int:
-    from .render import print_json
     from .show import show_json, show_lines
 
     task = _load_task(config, args.id)
@@ -196,16 +196,16 @@ def cmd_show(config: Config, args: argparse.Namespace) -> int:
             runs = store.history(10, task.id)
             state = store.task_state(task.id)
             hold = held(store).get(task.id)  # issue 22: a suspension its file could not take
-            from ..selfheal.healer import heal_history
-
-            heals = heal_history(store, task.id, 3)
+            heals = store.heal_history(task.id, 3)  # not via selfheal.healer: ~40 ms of imports
     if args.json:
+        from .render import print_json  # lazy: only --json
+
         print_json(show_json(task, state, hold, runs, heals, now, config, _history_json))
         return OK
     from ..core.cron import resolve_zone
     from .fit import terminal_width
-    from .queries import zone_name
     from .run_policy import show_lines as policy_rows  # issue 26: retries, jitter, overlap
+    from .task_text import zone_name
 
     no_key = task.self_heal and not (os.environ.get("ANTHROPIC_API_KEY") or "").strip()
     notes = [*policy_rows(config, task),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -247,6 +246,8 @@ def cmd_daemon(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_install(config: Config, args: argparse.Namespace) -> int:
+    import subprocess  # lazy: only install/uninstall (crontab), not show/next/history
+
     from .install import InstallError, install_cron, install_systemd, systemd_units, unit_dir
 
     try:
@@ -264,6 +265,8 @@ def cmd_install(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_uninstall(config: Config, args: argparse.Namespace) -> int:
+    import subprocess  # lazy: only install/uninstall (crontab), not show/next/history
+
     from .install import InstallError, uninstall_cron, uninstall_systemd, unit_dir
 
     try:

@@ -9,7 +9,7 @@ import json
 
 def history_json(row: dict) -> dict:
     """A run row as `history --json`, `show --json` and the dashboard's API give it."""
-    from .queries import iso  # lazy: cron maths and the cache loader, only when a row is shown
+    from .task_text import iso  # lazy: only when a row is shown
 
     out = {k: v for k, v in row.items() if k not in ("owner_pid", "owner_start", "owner_boot")}
     for key in ("scheduled_for", "started_at", "finished_at"):

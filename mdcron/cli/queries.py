@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..core.clock import to_dt
-from ..core.cron import decide, fires_between, resolve_zone, schedule_of
+from ..core.cron import decide, fires_between, schedule_of
 from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
 from ..core.lock_info import holder_alive, lock_path, read_info
 from ..core.problems import Problem
@@ -26,6 +26,10 @@ from ..state.store import TaskState, state_store
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from .run_policy import OVERLAP_WORDS, next_start, policy_lines
+from .task_text import command_text as command_text  # used below; re-exported: the web
+from .task_text import iso as iso  # used below; re-exported: the web
+from .task_text import outside_lines as outside_lines  # re-exported: the web, why
+from .task_text import zone_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +60,6 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
             view.save(store)
     view.close()
     return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
-
-
-def zone_name(task: Task, config: Config) -> str:
-    return task.timezone or config.timezone or str(resolve_zone(None))
-
-
-def iso(ts: float | None) -> str | None:
-    return to_dt(ts).isoformat() if ts is not None else None
 
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
@@ -149,15 +145,6 @@ def overdue_since(task: Task, config: Config, state: TaskState | None, now: floa
             return None
         first = fire.timestamp() if fire is not None else None
     return first if first is not None and now - first >= OVERDUE_AFTER else None
-
-
-def command_text(task: Task) -> str:
-    """What the task runs, in one line: its command, or the model and the prompt's start."""
-    if task.run_as == "claude":
-        text = " ".join((task.prompt or task.body or "").split())
-        return f"claude: {text}"
-    return f"{task.run_as}: {task.command}" if task.run_as != "shell" else str(task.command or "")
-
 
 
 def _held_lock_files(locks_dir: Path) -> set[str]:
@@ -266,25 +253,6 @@ def issue12_lines(config: Config, task: Task, at: float) -> list[str]:
         lines.append(f"once_per: {task.once_per}: " + (
             f"{reason}: slots until the {task.once_per} ends are skipped" if reason else
             f"no success yet this {task.once_per}: slots run until one succeeds"))
-    return lines
-
-
-def outside_lines(task: Task) -> list[str]:
-    """Issue 26, for `show` and `why`: the limits the task's process runs under and where its
-    ping goes (scheme and host only: the path of a ping URL is its key)."""
-    from ..tasks.outside_keys import describe_limits  # lazy: only for show and why
-
-    lines = []
-    limits = describe_limits(task.memory_max, task.nice, task.io_class)
-    if limits:
-        how = (" (cgroup memory.max where the tick can make one, else RLIMIT_AS)"
-               if task.memory_max is not None else "")
-        lines.append(f"limits: {limits}{how}")
-    if task.ping_url:
-        scheme, _, rest = task.ping_url.partition("://")
-        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-        lines.append(f"pings: {scheme}://{host}/… at the start (/start) and the end (the URL"
-                     " on success, /fail or /<exit code> on failure)")
     return lines
 
 

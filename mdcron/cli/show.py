@@ -12,7 +12,7 @@ from ..core.records import MISSING, asdict, fields
 from ..core.units import format_duration
 from ..state.task_state import TaskState
 from ..tasks.task import Task
-from .queries import command_text, iso
+from .task_text import command_text, iso
 from .timefmt import absolute, relative, words
 
 FIRES = 3
@@ -96,7 +96,7 @@ def show_lines(task: Task, config, zone: tzinfo, zone_name: str, state: TaskStat
         add("failures", f"{state.consecutive_failures} in a row")
     for key, text in settings_lines(task):
         add(key, text)
-    from .queries import outside_lines  # lazy: as explain; issue 26: limits, pings
+    from .task_text import outside_lines  # lazy: as explain; issue 26: limits, pings
 
     for line in outside_lines(task):
         key, _, text = line.partition(": ")

@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..core.accounts import AccountError, check_group, check_user
 from ..core.envref import ENV_REF
 from ..core.problems import Problem, unknown_key
 from ..core.records import dataclass, field, replace
@@ -98,7 +97,7 @@ class Config:
     def host_name(self) -> str:
         if self.host:
             return self.host
-        from .state_url import default_host  # lazy: state_url loads socket (~3 ms)
+        from .state_url import default_host  # lazy: state_url, only once a store opens
 
         return default_host()
 
@@ -223,7 +222,7 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
                                     severity="warning"))
     if "timezone" in data:
         tz = data["timezone"]
-        from ..core.cron import ScheduleError, resolve_zone  # lazy: zoneinfo, only for `timezone:`
+        from ..core.wall_time import ScheduleError, resolve_zone  # lazy: only for `timezone:`
         from ..core.zones import abbreviation_warning, unknown_zone  # lazy: as resolve_zone
 
         try:
@@ -288,8 +287,12 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
             warnings.append(Problem(path, "expected a shell command (a string), e.g."
                                     " incident_command: /usr/local/bin/page-me; ignored",
                                     key="incident_command", severity="warning"))
-    for key, check in (("run_user", check_user), ("run_group", check_group)):
+    for key in ("run_user", "run_group"):
         if data.get(key) is not None:
+            # lazy: pwd, grp and the account records, only for a config naming an account
+            from ..core.accounts import AccountError, check_group, check_user
+
+            check = check_user if key == "run_user" else check_group
             try:
                 values[key] = check(data[key])
             except AccountError as exc:
@@ -323,11 +326,11 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
 def _state(path: Path, data: dict, values: dict[str, object],
            environ: Mapping[str, str]) -> list[Problem]:
     """state_url (the environment's MDCRON_STATE_URL wins), host, max_clock_skew: issue 11."""
-    from .state_url import StateUrlError, check_host, parse  # lazy: socket (~3 ms), see host_name
-
     errors = []
     url = environ.get(STATE_URL_ENV) or data.get("state_url")
     where = f"${STATE_URL_ENV}" if environ.get(STATE_URL_ENV) else "state_url"
+    if url is not None or "host" in data:
+        from .state_url import StateUrlError, check_host, parse  # lazy: only when named
     if url is not None:
         try:
             values["state_url"] = parse(url, environ)

@@ -6,8 +6,8 @@ message built from a URL goes through `mask`, and the Config keeps the URL out o
 
 from __future__ import annotations
 
+import os
 import re
-import socket
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlsplit
 
@@ -107,7 +107,7 @@ def _raw_in_userinfo(url: str) -> str | None:
 
 def default_host() -> str:
     """The machine's host name, first label, made id-like (dots and odd characters -> '-')."""
-    name = socket.gethostname().split(".")[0]
+    name = os.uname().nodename.split(".")[0]  # gethostname's answer, without socket (~3 ms)
     name = re.sub(r"[^A-Za-z0-9_-]", "-", name).strip("-_")[:64]
     return name if HOST_LIKE.fullmatch(name or "") else "localhost"
 
