@@ -263,3 +263,19 @@ def test_next_says_how_far_each_fire_is(home, write_task):
     assert len(lines) == 3 and all(re.search(r"\(in \d+ (s|min)\)$", x) for x in lines), lines
     past = run_cli(home, "next", "0 6 * * *", "-n", "1", "--after", "2020-01-01T00:00:00+00:00")
     assert re.search(r"\(\d+ .* ago\)$", past.stdout.strip()), past.stdout
+
+
+def test_a_tasks_path_that_is_a_file_is_named_by_list_and_tick_once(tmp_path):
+    """`list` said "0 task(s)" with exit 0; the tick said "cannot list" and "does not exist"."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "tasks").write_text("not a folder\n", encoding="utf-8")
+    listed = run_cli(home, "list")
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    assert "cannot list the tasks folder: Not a directory" in listed.stderr
+    assert "task(s)" not in listed.stdout, listed.stdout
+    ticked = run_cli(home, "tick")
+    assert ticked.returncode != 0
+    said = ticked.stdout + ticked.stderr
+    assert said.count("cannot list the tasks folder: Not a directory") == 1, said
+    assert "does not exist" not in said, said

@@ -19,7 +19,7 @@ from ..settings.config import Config
 from ..state.store import last_tick, state_store
 from .history_rows import history_json as _history_json
 from .history_rows import run_note as _note
-from .usage import OK, UsageError, clock_from, typed_clock
+from .usage import OK, PROBLEM, UsageError, clock_from, typed_clock
 
 
 def _load_task(config: Config, task_id: str):
@@ -59,6 +59,11 @@ def _list(config: Config, args: argparse.Namespace) -> int:
 
     for note in list_notes(loaded.problems, config.tasks_dir):
         _say_note(note, width)
+    folder = [p for p in loaded.problems if p.path == config.tasks_dir]
+    for problem in folder:  # e.g. tasks/ is a file: never a quiet "0 task(s)"
+        _say_note(f"mdcron: {problem}", width)
+    if folder:
+        return PROBLEM
     if not rows:
         print(f"no task files in {config.tasks_dir}")
         return OK

@@ -142,9 +142,10 @@ def run_tick(
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"
         report.no_tasks_folder = True
-        report.problems = [*view.problems, Problem(
-            config.tasks_dir, f"the tasks folder does not exist: nothing runs; create it"
-            f" (`mkdir {config.tasks_dir}`) or restore it")]
+        if not any(p.path == config.tasks_dir for p in view.problems):  # not said yet (a file
+            report.problems = [*view.problems, Problem(  # there: "cannot list", said once)
+                config.tasks_dir, f"the tasks folder does not exist: nothing runs; create it"
+                f" (`mkdir {config.tasks_dir}`) or restore it")]
     report.tasks = len(view.valid)
     report.duplicates = view.duplicates()
     if (report.duplicates or dry_run) and store is not None:
