@@ -38,7 +38,7 @@ def task_file(tmp_path: Path, task_id: str, text: str = "---\nid: x\n---\n") -> 
     (OSError(errno.EROFS, "Read-only file system"), "read-only filesystem"),
     (PermissionError(errno.EACCES, "Permission denied"), "permission denied"),
     (PermissionError(errno.EPERM, "Operation not permitted"), "operation not permitted"),
-    (OSError(errno.ENOSPC, "No space left on device"), "OSError"),
+    (OSError(errno.ENOSPC, "No space left on device"), "no space left on device"),
     (ValueError("no frontmatter"), "ValueError"),
 ], ids=["erofs", "eacces", "eperm-not-immutable", "other-errno", "no-errno"])
 def test_the_hold_says_why_the_file_could_not_be_written(store, tmp_path, exc, why):

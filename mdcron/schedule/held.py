@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def _digest(path: Path) -> str | None:
 
 def record(store: Store, task: Task, now: float, exc: BaseException) -> str:
     """Hold the suspension in the state; the sentence the alert carries."""
-    why = _WHY.get(getattr(exc, "errno", None) or -1) or type(exc).__name__
+    code = getattr(exc, "errno", None)
+    why = _WHY.get(code or -1) or (os.strerror(code).lower() if code else type(exc).__name__)
     if getattr(exc, "errno", None) == errno.EPERM:
         why = "read-only: immutable" if immutable(task.path) else "operation not permitted"
     store.set_meta(PREFIX + task.id, json.dumps({
