@@ -9,13 +9,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from test_mut_lease import SHORT, STOP, wait_until
 
 from mdcron.core.clock import minute_floor
 from mdcron.core.outcome import Outcome
 from mdcron.hosts.lease import (
     FencedOff,
     Renewer,
-    Stopper,
     acquire,
     holder_id,
     lost_reason,
@@ -23,23 +23,11 @@ from mdcron.hosts.lease import (
     renewer,
     task_lease,
 )
-from mdcron.run.locks import kill_holder, stop_run_tree
 from mdcron.settings.config import Config
 from mdcron.state.leases import Busy, LeaseRow, lease_span
 from mdcron.state.store import Owner, Store
 
 NOW = minute_floor(1_795_000_000.0)  # the tick's (injected) clock
-SHORT = 0.3
-
-# the run layer's way to end a run whose lease is lost (run/ladder.py passes the same)
-STOP = Stopper(kill_holder, stop_run_tree)
-
-
-def wait_until(check, what: str, seconds: float = 10.0) -> None:
-    give_up = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < give_up, f"waited {seconds} s for {what}"
-        time.sleep(0.02)
 
 
 @pytest.fixture
