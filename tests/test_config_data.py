@@ -71,3 +71,19 @@ def test_flat_reads_key_value_lines_and_gives_up_on_anything_else():
     for text in ("notify:\n  - mail\n", "a: 'quoted'\n", "a: [1]\n", "a: &x 1\n", "a: 1\na: 2\n",
                  "a: b: c\n", "  a: 1\n", "a: |\n  text\n", "- a\n", "a: *x\n"):
         assert flat(text) is None, text
+
+
+def test_a_symlinked_config_checked_is_never_written_through(home, write_task, tmp_path):
+    """state/config-checked swapped for a link to a file of the user's: the tick replaces the
+    link with its own file and leaves the target as it was."""
+    (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 2\n", encoding="utf-8")
+    write_task("plain", command="true")
+    assert _tick(home, 0) == "EXIT 0 YAML True"  # the first tick creates state/
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    link = home / "state" / "config-checked"
+    link.unlink(missing_ok=True)
+    link.symlink_to(victim)
+    assert _tick(home, 1) == "EXIT 0 YAML True"  # both parsers: the key written
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    assert not link.is_symlink() and re.fullmatch(r"[0-9a-f]{64}\n", link.read_text("ascii"))
