@@ -244,7 +244,9 @@ class Renewer:
                    " renewal)")
             if h.store is not None:
                 h.store.fenced_off = why  # its writes are refused from now on (FencedOff)
-            threading.Thread(target=self._stop, args=(h, why), daemon=True).start()
+            # not a daemon: the tick, done with its run, waits for the stop (bounded by the
+            # kill grace) and its line on stderr instead of exiting in the middle of them
+            threading.Thread(target=self._stop, args=(h, why), daemon=False).start()
 
     def renewed(self, round_: Round, h: Held, sent: float) -> None:
         with self.guard:
