@@ -15,8 +15,8 @@ from mdcron.alerts.incidents import (
     open_or_bump,
     resolve,
     resolve_for_task,
-    run_incident_command,
 )
+from mdcron.run.incident_command import run_incident_command
 from mdcron.state.store import Store
 
 T0 = 1_795_000_000.0

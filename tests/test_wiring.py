@@ -126,6 +126,39 @@ def test_crashed_tick_alerts_and_the_next_tick_works(home, write_task, http_sink
     assert cli("tick", "--now", (T0 + timedelta(minutes=2)).isoformat()).returncode == 0
 
 
+def gone_tick(home: Path, task_id: str) -> None:
+    """A run left 'running' by a tick that is gone."""
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    db.execute("INSERT INTO runs(task_id, scheduled_for, trigger, status, started_at, owner_pid)"
+               " VALUES (?, 1, 'schedule', 'running', 1, 999999999)", (task_id,))
+    db.commit()
+    db.close()
+
+
+def test_incident_command_runs_for_each_way_an_incident_opens(home, write_task, http_sink, cli):
+    """Issue 27: run/ lends alerts/ the incident runner; every caller that opens an incident
+    (a tick's ladder, a run found crashed, duplicate ids, a crashed tick, `run`) passes it."""
+    said = home / "incidents.txt"
+    setup_home(home, http_sink, f"kill_grace: 0.2\nincident_command: 'echo"
+                                f" \"$MDCRON_INCIDENT_KIND $MDCRON_TASK_ID\" >> {said}'\n")
+    write_task("slow", schedule="0 10 * * *", command="sleep 30", timeout=1)
+    write_task("byhand", schedule="0 0 1 1 *", command="sleep 30", timeout=1)
+    assert cli("tick", "--now", T0.isoformat()).returncode == 0
+    assert cli("tick", "--now", T0.replace(hour=10).isoformat()).returncode == 1
+    gone_tick(home, "byhand")
+    assert cli("tick", "--now", T0.replace(hour=10, minute=1).isoformat()).returncode == 0
+    assert cli("run", "byhand").returncode == 1
+    twin = write_task("slow", filename="twin.md", command="true")
+    assert cli("tick", "--now", T0.replace(hour=10, minute=2).isoformat()).returncode == 2
+    twin.unlink()
+    shutil.rmtree(home / "state" / "locks", ignore_errors=True)
+    (home / "state" / "locks").write_text("not a folder")
+    gone_tick(home, "slow")  # its recovery looks in the locks folder: the tick crashes
+    assert cli("tick", "--now", T0.replace(hour=10, minute=3).isoformat()).returncode == 1
+    assert said.read_text().splitlines() == [
+        "timeout slow", "crashed byhand", "timeout byhand", "duplicate_id *", "tick_crashed *"]
+
+
 def test_prompt_task_runs_through_the_tick(home, write_task, http_sink, fake_claude):
     setup_home(home, http_sink)
     write_task("ask", schedule="0 10 * * *", run_as="claude",

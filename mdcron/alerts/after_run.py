@@ -14,6 +14,9 @@ Rules:
 Lazy imports: most ladders and ticks end with nothing to say, so the outbox (notify), incidents,
 the task-file parser and hashing load only when an alert, an incident or a resolution is
 written. A tick that crashed is told by cli/emergency.py (it may have no database to write to).
+
+The configured incident_command is a process, and processes are the run/ layer's: each caller
+(in run/ or cli/) passes run/incident_command.run_incident_command as `incident_runner`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from ..state.store import Store, state_store
 from ..tasks.task import Task
 
 Say = Callable[[str], None]
+# run/incident_command.run_incident_command(command, incident, *, home, environ, secret_names,
+# kill_grace) -> an error line or None; never raises
+IncidentRunner = Callable[..., str | None]
 # sent at once, whatever quiet hours say; incident
 FORCED = ("suspended", "timeout", "crashed", "lost")
 
@@ -109,11 +115,13 @@ def render(event: Event) -> tuple[str, str]:
 
 
 def after_ladder(store: Store, config: Config, outcome, now: float,
-                 environ: Mapping[str, str], say: Say) -> None:
+                 environ: Mapping[str, str], say: Say, *,
+                 incident_runner: IncidentRunner) -> None:
     """Alerts and incidents for one finished ladder. Never raises."""
     try:
         if getattr(outcome, "lost", None):  # issue 23: another host's runs its lease closed
-            after_recovery(store, config, outcome.lost, now, environ, say)
+            after_recovery(store, config, outcome.lost, now, environ, say,
+                           incident_runner=incident_runner)
         task = outcome.task
         if outcome.final.outcome is Outcome.SKIPPED:
             return
@@ -121,7 +129,7 @@ def after_ladder(store: Store, config: Config, outcome, now: float,
         was_alerted = store.set_alerted(task.id, False) if not failed else False
         events = events_for(outcome, was_alerted)
         for event in events:
-            _emit(store, config, event, now, environ, say)
+            _emit(store, config, event, now, environ, say, incident_runner)
         if failed and any(e.kind in ("failure", "timeout", "suspended") for e in events):
             store.set_alerted(task.id, True)
         if not failed:
@@ -133,7 +141,7 @@ def after_ladder(store: Store, config: Config, outcome, now: float,
 
 
 def _emit(store: Store, config: Config, event: Event, now: float, environ: Mapping[str, str],
-          say: Say) -> None:
+          say: Say, incident_runner: IncidentRunner) -> None:
     from .notify import Alert, enqueue
 
     title, body = render(event)
@@ -143,13 +151,14 @@ def _emit(store: Store, config: Config, event: Event, now: float, environ: Mappi
     if forced:
         open_incident(store, config, task_id=event.task.id, kind=event.kind,
                       error=event.result.fail_reason or event.next_step,
-                      output_tail=event.result.output_tail, now=now, environ=environ, say=say)
+                      output_tail=event.result.output_tail, now=now, environ=environ, say=say,
+                      incident_runner=incident_runner)
 
 
 def open_incident(store: Store, config: Config, *, task_id: str | None, kind: str,
                   error: str | None, output_tail: str | None, now: float,
-                  environ: Mapping[str, str], say: Say) -> None:
-    from .incidents import get_incident, open_or_bump, run_incident_command
+                  environ: Mapping[str, str], say: Say, incident_runner: IncidentRunner) -> None:
+    from .incidents import get_incident, open_or_bump
 
     incident_id, new = open_or_bump(store, task_id=task_id, kind=kind, error=error,
                                     output_tail=output_tail, now=now)
@@ -157,15 +166,16 @@ def open_incident(store: Store, config: Config, *, task_id: str | None, kind: st
     if new and command:
         incident = get_incident(store, incident_id)
         if incident is not None:
-            problem = run_incident_command(command, incident, home=config.home, environ=environ,
-                                           secret_names=config.secret_names(),
-                                           kill_grace=config.kill_grace)
+            problem = incident_runner(command, incident, home=config.home, environ=environ,
+                                      secret_names=config.secret_names(),
+                                      kill_grace=config.kill_grace)
             if problem:
                 say(f"mdcron: {problem}")
 
 
 def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body: str,
-                    now: float, environ: Mapping[str, str], say: Say) -> bool:
+                    now: float, environ: Mapping[str, str], say: Say,
+                    incident_runner: IncidentRunner) -> bool:
     """Duplicate ids, a crashed tick: forced alert + incident, never raises. False when the
     database could not take them."""
     from .notify import Alert, enqueue
@@ -173,7 +183,7 @@ def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body
     try:
         enqueue(store, config, Alert(kind, None, title, body, forced=True), now)
         open_incident(store, config, task_id=None, kind=kind, error=body, output_tail=None,
-                      now=now, environ=environ, say=say)
+                      now=now, environ=environ, say=say, incident_runner=incident_runner)
     except Exception as exc:
         say(f"mdcron: could not record the {kind} alert: {exc!r}")
         return False
@@ -181,7 +191,8 @@ def scheduler_alert(store: Store, config: Config, *, kind: str, title: str, body
 
 
 def after_recovery(store: Store, config: Config, recovered: list, now: float,
-                   environ: Mapping[str, str], say: Say) -> None:
+                   environ: Mapping[str, str], say: Say, *,
+                   incident_runner: IncidentRunner) -> None:
     """Runs found crashed (their tick died), killed as stale holders, or lost (their host
     stopped renewing their lease, issue 23)."""
     from pathlib import Path
@@ -203,7 +214,7 @@ def after_recovery(store: Store, config: Config, recovered: list, now: float,
                 if row.get("duration_ms") is not None else None)  # ended unobserved: unknown
         try:
             _emit(store, config, Event(kind, task, result, next_step="the next fire runs as"
-                                       " usual", took=took), now, environ, say)
+                                       " usual", took=took), now, environ, say, incident_runner)
             store.set_alerted(task.id, True)
         except Exception as exc:
             say(f"mdcron: could not record alerts for {task.id}: {exc!r}")
@@ -254,7 +265,8 @@ DUPLICATE_ALERT_EVERY = 3600.0
 
 
 def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
-                  environ: Mapping[str, str], say: Say) -> None:
+                  environ: Mapping[str, str], say: Say, *,
+                  incident_runner: IncidentRunner) -> None:
     """Nothing runs while two files share an id: a forced alert naming both files, at most
     once an hour (or when the set of duplicates changes), and an incident. Never raises."""
     import hashlib
@@ -279,7 +291,8 @@ def duplicate_ids(config: Config, duplicates: Mapping[str, list], now: float,
                                              "mdcron: duplicate task ids, nothing runs", body,
                                              forced=True), now)
             open_incident(store, config, task_id=None, kind="duplicate_id", error=body,
-                          output_tail=None, now=now, environ=environ, say=say)
+                          output_tail=None, now=now, environ=environ, say=say,
+                          incident_runner=incident_runner)
             finish_tick(store, config, now, True, environ, say)
     except Exception as exc:
         say(f"mdcron: could not record the duplicate-id alert: {exc!r}")

@@ -3,23 +3,15 @@
 A repeat of an open incident bumps its count, last_seen, last error and output tail instead of
 opening another (the partial unique index `incidents_one_open` makes that an upsert, safe
 against two ticks at once). Incidents close when the task succeeds or is re-enabled, or by hand.
-`incident_command` (from the config) runs for newly opened incidents only; the caller decides.
-
-Lazy imports: the process runner (run/process.py) loads only when an incident command is
-configured and runs.
+`incident_command` (from the config) runs for newly opened incidents only; the caller decides,
+and run/incident_command.py runs it (starting a process is the run/ layer's job).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 
-from ..settings.config import is_secret
 from ..state.store import Store
 
 SCHEDULER_TASK = "*"  # task_id of scheduler-level incidents (duplicate ids, crashed ticks)
@@ -69,49 +61,3 @@ def incident_json(incident: Mapping[str, object]) -> dict[str, object]:
             data[key] = datetime.fromtimestamp(value, UTC).isoformat()
     data["title"] = incident_title(incident)
     return data
-
-
-def run_incident_command(command: str, incident: Mapping[str, object], *, home: Path,
-                         environ: Mapping[str, str], timeout: float = 30,
-                         secret_names: Sequence[str] = (),
-                         kill_grace: float = 5.0) -> str | None:
-    """Run `command` with /bin/sh, the incident as JSON on stdin and MDCRON_INCIDENT_ID,
-    MDCRON_INCIDENT_TITLE, MDCRON_INCIDENT_KIND and MDCRON_TASK_ID set, in the scheduler's
-    environment minus secrets (`secret_names`: Config.secret_names()). Its own process group,
-    killed after `timeout`; output in logs/incidents/<id>.log. Returns an error line or None;
-    never raises."""
-    from ..run.process import CommandSpec, run_command
-
-    incident_id = incident.get("id")
-    where = f"incident_command for incident #{incident_id}"
-    stdin_path: str | None = None
-    try:
-        env = {k: v for k, v in environ.items() if not is_secret(k, secret_names)}
-        env.update({
-            "MDCRON_INCIDENT_ID": str(incident_id),
-            "MDCRON_INCIDENT_TITLE": incident_title(incident),
-            "MDCRON_INCIDENT_KIND": str(incident.get("kind") or ""),
-            "MDCRON_TASK_ID": str(incident.get("task_id") or ""),
-        })
-        fd, stdin_path = tempfile.mkstemp(prefix="mdcron-incident-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(incident_json(incident), f, default=str)
-        # run_command gives the child no stdin; the script opens the JSON as its stdin first.
-        script = f"exec <{shlex.quote(stdin_path)}\n{command}"
-        log_path = home / "logs" / "incidents" / f"{incident_id}.log"
-        result = run_command(
-            CommandSpec(["/bin/sh", "-c", script], home, env, timeout),
-            log_path=log_path, max_log_bytes=1024 * 1024, tail_bytes=2048,
-            kill_grace=kill_grace, log_root=home,
-        )
-        if result.ok:
-            return None
-        return f"{where} {result.fail_reason or result.outcome.value} (log: {log_path})"
-    except Exception as exc:
-        return f"{where} could not run: {type(exc).__name__}: {exc}"
-    finally:
-        if stdin_path is not None:
-            try:
-                os.unlink(stdin_path)
-            except OSError:
-                pass

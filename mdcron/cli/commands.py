@@ -73,8 +73,10 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
         return PROBLEM
     if report.duplicates and not args.dry_run:
         from ..alerts.after_run import duplicate_ids  # imported here: not before a task starts
+        from ..run.incident_command import run_incident_command
 
-        duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say)
+        duplicate_ids(config, report.duplicates, clock.now(), dict(os.environ), say,
+                      incident_runner=run_incident_command)
     if report.problems_changed and not report.problems_said:  # run_tick said them if it ran
         from ..run.tick import problem_lines
 
@@ -131,6 +133,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from ..alerts.after_run import after_ladder, finish_tick
     from ..run.attempt import RunContext, current_owner
     from ..run.dispatch import describe_outcome
+    from ..run.incident_command import run_incident_command
     from ..run.ladder import run_manual
     from ..run.tick import default_healer
 
@@ -145,7 +148,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         run_id, outcome = run_manual(ctx, store, task, healer,
                                      trigger="manual-no-chain" if no_chain else "manual")
         # the same ladder, alerts and incidents as a scheduled run
-        after_ladder(store, config, outcome, clock.now(), ctx.environ, print)
+        after_ladder(store, config, outcome, clock.now(), ctx.environ, print,
+                     incident_runner=run_incident_command)
         print(f"run {run_id}: " + describe_outcome(outcome), flush=True)  # before its chain
         if outcome.final.log_path:
             print(f"log: {outcome.final.log_path}", flush=True)

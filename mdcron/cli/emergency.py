@@ -178,6 +178,7 @@ def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, s
     incident, sent at once. Never raises (it is already the error path). When the database
     cannot take the alert (damaged, read-only: often why the tick crashed), it goes directly."""
     from ..alerts.after_run import finish_tick, scheduler_alert
+    from ..run.incident_command import run_incident_command
     from ..state.store import state_store
 
     check = database_check(config.home)
@@ -190,7 +191,8 @@ def tick_crashed(config: Config, error: str, now: float, environ: Mapping[str, s
             recorded = scheduler_alert(store, config, kind="tick_crashed",
                                        title="mdcron: tick crashed, tasks are not running",
                                        body=f"The tick failed with:\n{error[-3000:]}", now=now,
-                                       environ=environ, say=say)
+                                       environ=environ, say=say,
+                                       incident_runner=run_incident_command)
             if recorded:
                 finish_tick(store, config, now, True, environ, say)
     except Exception as exc:

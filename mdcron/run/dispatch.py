@@ -132,9 +132,11 @@ def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
     ones (issue 25), so a tick killed while another task still runs has already delivered
     them. Quiet hours still hold the ordinary ones (notify.flush)."""
     from ..alerts.after_run import after_ladder, flush_now
+    from .incident_command import run_incident_command
 
     now = ctx.clock.now()
-    after_ladder(store, ctx.config, outcome, now, ctx.environ, say)
+    after_ladder(store, ctx.config, outcome, now, ctx.environ, say,
+                 incident_runner=run_incident_command)
     if (outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT
             or outcome.lost or store.due_messages(now)):
         flush_now(store, ctx.config, now, ctx.environ, say, ctx.failed_destinations)

@@ -40,6 +40,7 @@ def _finish_one(store, config, run_id: int, result: RunResult, now: float,
     from ..alerts.after_run import after_ladder
     from ..tasks.taskfile import load_task_file
     from .escalation_policy import LadderState, Step, next_step
+    from .incident_command import run_incident_command
     from .ladder import LadderOutcome, suspend
 
     row = store.run(run_id)
@@ -70,6 +71,7 @@ def _finish_one(store, config, run_id: int, result: RunResult, now: float,
 
         ctx = RunContext(config, Clock(to_dt(now)), current_owner(), environ)
         outcome.suspend_error = suspend(ctx, store, task)
-    after_ladder(store, config, outcome, now, environ, say)
+    after_ladder(store, config, outcome, now, environ, say,
+                 incident_runner=run_incident_command)
     say(f"{task_id}: run {run_id} {result.outcome.value} from the spool: "
         + ("suspended: " if step is Step.SUSPEND else "") + reason)

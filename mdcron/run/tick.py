@@ -357,9 +357,10 @@ def _chains_settled(store: Store, config: Config, candidates: list[Task],
 def _after_recovery(store: Store, config: Config, recovered: list[Recovered], now: float,
                     environ: dict[str, str] | None, say: Callable[[str], None]) -> None:
     from ..alerts.after_run import after_recovery, flush_now
+    from .incident_command import run_incident_command
 
     env = environ if environ is not None else dict(os.environ)
-    after_recovery(store, config, recovered, now, env, say)
+    after_recovery(store, config, recovered, now, env, say, incident_runner=run_incident_command)
     flush_now(store, config, now, env, say)
 
 
