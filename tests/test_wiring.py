@@ -12,6 +12,7 @@ from pathlib import Path
 from conftest import REPO, run_cli
 from fake_anthropic import tool_use
 
+from mdcron.cli.commands import SELF_HEAL
 from mdcron.core.clock import Clock
 from mdcron.run.tick import run_tick
 from mdcron.settings.config import load_config
@@ -29,7 +30,7 @@ def setup_home(home: Path, sink, extra: str = "") -> None:
 def tick(home: Path, at: datetime, environ: dict | None = None):
     config, _ = load_config(home)
     env = {"PATH": "/usr/bin:/bin", **(environ or {})}
-    return run_tick(config, Clock(at), say=lambda _l: None, environ=env)
+    return run_tick(config, Clock(at), say=lambda _l: None, environ=env, selfheal=SELF_HEAL)
 
 
 def titles(sink) -> list[str]:

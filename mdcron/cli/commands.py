@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.clock import to_dt
 from ..schedule.pause import maintenance
@@ -34,6 +35,10 @@ from ..state.store import (
 from ..state.trouble import describe, is_trouble
 from .audit import record_cli
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
+
+if TYPE_CHECKING:
+    from ..core.clock import Clock
+    from ..run.heal_protocol import Healer, Settled
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:
@@ -54,7 +59,7 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
     try:
         report = run_tick(config, clock, dry_run=args.dry_run, say=say,  # issue 27: held tick
                           view=getattr(args, "warm_view", None),
-                          store=getattr(args, "warm_store", None))
+                          store=getattr(args, "warm_store", None), selfheal=SELF_HEAL)
     except StoreError:
         raise  # a clear message and exit 2 from main(); the database cannot hold an alert
     except Exception as exc:
@@ -129,13 +134,36 @@ def _load_task(config: Config, task_id: str):
     return load_task(config, task_id)
 
 
+class ClaudeSelfHeal:
+    """The self-heal layer lent to the tick and to `run` (run/heal_protocol.SelfHeal): made here,
+    above both, because selfheal/ sits above run/ and run/ never imports it."""
+
+    def healer(self, config: Config, environ: dict[str, str], store: Store,
+               clock: Clock) -> Healer | None:
+        """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
+        key is looked at before anything of Claude's is imported."""
+        if not (environ.get("ANTHROPIC_API_KEY") or "").strip():
+            return None
+        from ..selfheal.healer import ClaudeHealer
+
+        return ClaudeHealer(config, environ, store, clock)
+
+    def settle_unfinished(self, config: Config, store: Store, now: float) -> list[Settled]:
+        """Called only with a journal left behind: then self-heal loads."""
+        from ..selfheal.unfinished import settle_unfinished
+
+        return settle_unfinished(config, store, now)
+
+
+SELF_HEAL = ClaudeSelfHeal()
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from ..alerts.after_run import after_ladder, finish_tick
     from ..run.attempt import RunContext, current_owner
     from ..run.dispatch import describe_outcome
     from ..run.incident_command import run_incident_command
     from ..run.ladder import run_manual
-    from ..run.tick import default_healer
 
     task = _load_task(config, args.id)
     if not getattr(args, "recorded", False):  # the web records its own "run now"
@@ -143,7 +171,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
     with state_store(config) as store:
-        healer = default_healer(config, ctx.environ, store, clock)
+        healer = SELF_HEAL.healer(config, ctx.environ, store, clock)
         no_chain = getattr(args, "no_chain", False)
         run_id, outcome = run_manual(ctx, store, task, healer,
                                      trigger="manual-no-chain" if no_chain else "manual")

@@ -1,14 +1,21 @@
-"""The healer interface the escalation ladder calls. The real one (Claude) lives in
-selfheal/healer.py; the ladder only knows this contract, so it can be tested with any stand-in."""
+"""The healer interface the escalation ladder calls, and what the tick asks of the self-heal layer
+(`SelfHeal`). The real ones (Claude) live in selfheal/, above this layer: the command that starts
+a tick or a run (cli/) hands them down, so run/ only knows these contracts and can be tested with
+any stand-in."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.outcome import RunResult
 from ..core.records import dataclass, field
 from ..tasks.task import Task
+
+if TYPE_CHECKING:
+    from ..core.clock import Clock
+    from ..settings.config import Config
+    from ..state.store import Store
 
 # Heals under way keep a journal here (in logs/, out of the model's reach; selfheal/journal.py):
 # the tick looks in it first and, only when something is left behind, loads self-heal to undo it.
@@ -50,4 +57,27 @@ class Healer(Protocol):
         """Diagnose and (maybe) fix the task's files. Must not raise for the task's fault.
         What the heal may write is decided from `task`, never from what an earlier heal left
         in the file: one heal cannot prepare the next."""
+        ...
+
+
+class Settled(Protocol):
+    """A heal that a dead process left half-done, as the self-heal layer settled it."""
+
+    task_id: str
+    run_id: int
+    outcome: str  # rolled_back | interrupted | closed | unreadable
+    note: str  # for the run row, the tick's log and the crash alert
+
+
+class SelfHeal(Protocol):
+    """The self-heal layer as the tick uses it (cli/commands.ClaudeSelfHeal is the real one)."""
+
+    def healer(self, config: Config, environ: dict[str, str], store: Store,
+               clock: Clock) -> Healer | None:
+        """The ladders' healer for this tick; None when there is none (no API key): then the
+        consecutive-failure rule alone decides."""
+        ...
+
+    def settle_unfinished(self, config: Config, store: Store, now: float) -> list[Settled]:
+        """Settle every heal journal a dead process left (rolled back, or left as found)."""
         ...

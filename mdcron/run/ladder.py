@@ -37,7 +37,7 @@ from .overlap import (
 from .recovery import Recovered
 from .waits import pause
 
-# The tick makes no healer when the scheduler has no API key (tick.default_healer).
+# The tick makes no healer when the scheduler has no API key (cli/commands.ClaudeSelfHeal).
 NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
 
 

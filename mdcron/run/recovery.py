@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core.outcome import Outcome
 from ..core.records import dataclass, replace
 from ..settings.config import Config
 from ..state.store import Store
-from .heal_protocol import journal_dir
+from .heal_protocol import Settled, journal_dir
 from .locks import (
     LockInfo,
     TaskLock,
@@ -131,21 +132,24 @@ def crash_reason(row: dict, info: LockInfo | None, run_id: int) -> tuple[str, fl
             " is recorded", None, True)
 
 
-def recover_heals(config: Config, store: Store, now: float,
-                  recovered: list[Recovered]) -> tuple[list[Recovered], list[str]]:
+def recover_heals(config: Config, store: Store, now: float, recovered: list[Recovered],
+                  settle: Callable[[Config, Store, float], list[Settled]] | None,
+                  ) -> tuple[list[Recovered], list[str]]:
     """Heals a dead process left half-done (a journal in logs/heal-journal/), settled by
-    selfheal/unfinished.py: rolled back, or left as found and said. What was done joins the
-    reason of the heal's crashed row, so its crash alert says it; lines about the others (their
-    row already ended, or the database is new) come back for the tick's log."""
+    `settle` (the tick's SelfHeal.settle_unfinished: selfheal/unfinished.py, lent by cli/):
+    rolled back, or left as found and said. What was done joins the reason of the heal's
+    crashed row, so its crash alert says it; lines about the others (their row already ended,
+    or the database is new) come back for the tick's log. None (a tick without self-heal, in
+    tests): the journals stay for the next tick that has it."""
+    if settle is None:
+        return recovered, []
     try:
         if not any(n.endswith(".json") for n in os.listdir(journal_dir(config.logs_dir))):
             return recovered, []
     except OSError:  # no journal folder: no heal was ever cut off (the usual tick)
         return recovered, []
-    # lazy: self-heal (and its Claude client) loads only with a journal left behind
-    from ..selfheal.unfinished import settle_unfinished
-
-    notes = {s.run_id: s for s in settle_unfinished(config, store, now) if s.outcome != "closed"}
+    # self-heal (and its Claude client) loads only with a journal left behind
+    notes = {s.run_id: s for s in settle(config, store, now) if s.outcome != "closed"}
     out = [replace(r, reason=f"{r.reason}; {notes.pop(r.run_id).note}")
            if r.run_id in notes else r for r in recovered]
     return out, [f"{s.task_id}: heal run {s.run_id}: {s.note}" for s in notes.values()]

@@ -33,7 +33,7 @@ from . import pings, shared_tick
 from .attempt import RunContext, current_owner
 from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .environment import record_seen_secrets
-from .heal_protocol import Healer
+from .heal_protocol import Healer, SelfHeal
 from .ladder import LadderOutcome
 from .recovery import Recovered, recover, recover_heals
 from .retention import retention
@@ -126,8 +126,12 @@ def run_tick(
     healer: Healer | None = None,
     view: View | None = None,
     store: Store | None = None,
+    selfheal: SelfHeal | None = None,
 ) -> TickReport:
-    """One pass. `healer` replaces the default (Claude, when a key is set) — for tests.
+    """One pass. `selfheal`: the self-heal layer, lent by the caller (cli/; run/ sits below
+    selfheal/): it makes the ladders' healer (Claude, when a key is set) and settles the heals
+    a dead tick left; None: no healer, journals left for a tick that has it. `healer`: a ready
+    one instead of selfheal's (tests' stand-ins).
     `view`: the task files as loaded and refreshed by the daemon's held tick (cli/warm.py);
     `store`: its state database, opened ahead (closed here; None: opened here).
 
@@ -179,7 +183,9 @@ def run_tick(
 
             alert_if_recreated(store, config, now, say)
         report.recovered = recover(config, store, now, owner.pid)
-        report.recovered, heal_lines = recover_heals(config, store, now, report.recovered)
+        report.recovered, heal_lines = recover_heals(
+            config, store, now, report.recovered,
+            selfheal.settle_unfinished if selfheal is not None else None)
         for line in heal_lines:
             say(line)
         shared_tick.after_recovery(store, config, say)
@@ -252,8 +258,8 @@ def run_tick(
         for task_id in report.lost_claims:
             say(f"{task_id}: due, but another tick claimed this slot first")
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
-        if healer is None:
-            healer = default_healer(config, ctx.environ, store, clock)
+        if healer is None and selfheal is not None:
+            healer = selfheal.healer(config, ctx.environ, store, clock)
         from .resource_runs import start as start_deferred
 
         uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
@@ -362,17 +368,6 @@ def _after_recovery(store: Store, config: Config, recovered: list[Recovered], no
     env = environ if environ is not None else dict(os.environ)
     after_recovery(store, config, recovered, now, env, say, incident_runner=run_incident_command)
     flush_now(store, config, now, env, say)
-
-
-def default_healer(config: Config, environ: dict[str, str], store: Store,
-                   clock: Clock) -> Healer | None:
-    """Claude heals when a key is set; else no healer (the consecutive-failure rule). The
-    key is looked at before anything of Claude's is imported."""
-    if not (environ.get("ANTHROPIC_API_KEY") or "").strip():
-        return None
-    from ..selfheal.healer import ClaudeHealer
-
-    return ClaudeHealer(config, environ, store, clock)
 
 
 def _aftermath(store: Store, config: Config, report: TickReport, now: float,
