@@ -1,9 +1,20 @@
 #!/usr/bin/env python3
-"""mdcron entry point: `python3 scheduler.py <command>`; cron runs `tick` every minute."""
+"""mdcron entry point: `python3 scheduler.py <command>`; cron runs `tick` every minute.
+
+This file stands above every layer of mdcron/, so it is where the top layer's command joins the
+CLI: `web` (web/server.cmd_web) imports cli/, and cli/ never imports web/ (README, Design).
+"""
 
 import sys
 
 from mdcron.cli.main import main
 
+
+def web(home, args) -> int:
+    from mdcron.web.server import cmd_web  # lazy: Mission Control only for `web`, never a tick
+
+    return cmd_web(home, args)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(above={"web": web}))

@@ -126,3 +126,18 @@ def test_bad_config_stops_with_exit_2(home, write_task, cli):
     out = cli("tick", "--now", NOW)
     assert out.returncode == 2 and "max_parallel" in out.stderr
     assert not (home / "state").exists()
+
+
+def test_web_is_joined_by_the_entry_point_and_refused_without_it(home):
+    """Issue 27: cli/ never imports web/; scheduler.py joins `web` to the CLI. A caller of
+    main() that did not join it gets one line, not a traceback."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = ("import sys; from mdcron.cli.main import main;"
+            f" sys.exit(main(['--home', {str(home)!r}, 'web', '--port', '1']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert (out.returncode, out.stderr) == (2, "mdcron: `web` is started through scheduler.py\n")

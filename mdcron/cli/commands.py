@@ -1,6 +1,7 @@
 """One function per command: call the core, print the result, return the exit status.
 
-Here: `tick`, `run`, `daemon`, `install`/`uninstall`, `web`, `doctor`, `state`, `audit`. The
+Here: `tick`, `run`, `daemon`, `install`/`uninstall`, `doctor`, `state`, `audit` (`web`'s is
+web/server.cmd_web, joined to the CLI by scheduler.py: cli/ never imports web/). The
 other groups have their own modules, loaded only for their commands (__getattr__ below): `list`
 and `history` (cmd_list.py), one task's (`show`, `next`, `why`, `logs`, `validate`:
 cmd_task.py), the changes by hand (`enable`, `disable`, `pause`, `resume`, incidents,
@@ -9,7 +10,7 @@ comments, `revert-heal`: cmd_edit.py).
 Lazy imports: each command imports the modules it needs inside its own function, so that a
 command (and the tick, which cli/main.py reaches through here) loads only its own share of the
 package: the tables (fit.py, tables.py), the tick and ladder for `tick` and `run`, chains,
-incidents, comments, heal, doctor, install, the web server and the PostgreSQL copy for their
+incidents, comments, heal, doctor, install and the PostgreSQL copy for their
 commands. What every command loads anyway (json, pathlib, core/records.py, store.py, clock.py) is
 imported at the top.
 """
@@ -191,25 +192,6 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         finish_tick(store, config, clock.now(), not outcome.final.ok, ctx.environ, print,
                     ctx.failed_destinations)
     return OK if outcome.final.ok else PROBLEM
-
-
-def cmd_web(home, args: argparse.Namespace) -> int:  # home: Path (the page shows a broken config)
-    from ..web.server import serve
-
-    # issue 24: a missing or mistyped home is refused, never created (the page would say
-    # "Tasks run normally" about an empty folder)
-    if not home.is_dir() or not any((home / n).exists() for n in ("tasks", "scheduler.yaml",
-                                                                   "state")):
-        what = "does not exist" if not home.exists() else (
-            "is not a folder" if not home.is_dir() else
-            "has no tasks/ folder, scheduler.yaml or state/: it is not an mdcron home")
-        print(f"mdcron: --home {home} {what}. Give the folder that holds tasks/ (e.g. --home"
-              f" ~/mdcron, or set MDCRON_HOME), or create it first: mkdir -p {home}/tasks",
-              file=sys.stderr)
-        return 2
-
-    return serve(home, args.host, args.port, args.token_file, args.allow_host or [],
-                 args.metrics_listen, revoke=args.revoke_sessions)
 
 
 __all__ = ["USAGE"]

@@ -25,7 +25,7 @@ from .pipes import guard_std_streams
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
 
@@ -238,7 +238,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *,
+         above: Mapping[str, Callable[[Path, argparse.Namespace], int]] | None = None) -> int:
+    """`above`: the handlers of commands whose layer sits above cli/ (`web`: web/server.cmd_web),
+    joined by the entry point (scheduler.py), since cli/ never imports web/. Each is called as
+    handler(home, args), before the config is loaded."""
     make_undumpable()  # tasks of the same user cannot read our secrets in /proc/<pid>/environ
     guard_std_streams()  # a reader gone early (`| head`) ends output quietly, not the command
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -278,9 +282,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         script = bash_script if args.shell == "bash" else zsh_script
         print(script(build_parser(), home), end="")
         return 0
-    handler = getattr(commands, "cmd_" + args.command.replace("-", "_"))
-    if args.command in ("doctor", "web"):  # before load_config: it reports a broken config itself
-        return handler(home, args)
+    joined = above or {}
+    handler = joined.get(args.command) or getattr(
+        commands, "cmd_" + args.command.replace("-", "_"), None)
+    if handler is None:  # `web` from a caller that did not join web/ (main() called directly)
+        print(f"mdcron: `{args.command}` is started through scheduler.py", file=sys.stderr)
+        return USAGE
+    if args.command == "doctor" or args.command in joined:  # before load_config: they report
+        return handler(home, args)  # a broken config themselves
     text = fastpath.config_text(str(home))  # before load_config: the cache key is these bytes
     from . import config_data  # lazy: with the config (a flat one is read without yaml)
 

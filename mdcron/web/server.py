@@ -1,4 +1,6 @@
-"""`scheduler.py web`: the token, the bind rules, the login link, uvicorn and its limits.
+"""`scheduler.py web`: the home it serves, the token, the bind rules, the login link, uvicorn and
+its limits. `cmd_web` is the command's handler: cli/ parses the arguments, and the entry point
+(scheduler.py, above every layer) joins this handler to the CLI, since cli/ never imports web/.
 
 The permanent token is never printed (stdout may be journald or `docker logs`): the banner
 gives a login link with a one-time code (sessions.py), useless once used or after CODE_TTL,
@@ -10,6 +12,7 @@ its options are checked.
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import sys
@@ -26,6 +29,24 @@ DEFAULT_TOKEN = "web-token"  # in the state folder
 LIMIT_CONCURRENCY = 2048  # connections (and requests) at once; past it uvicorn answers 503
 KEEP_ALIVE = 5  # seconds an idle kept-alive connection stays open
 MAX_HEAD = 16 * 1024  # bytes of a request line and headers (h11)
+
+
+def cmd_web(home: Path, args: argparse.Namespace) -> int:
+    """`scheduler.py web`, called before the config is loaded: the page shows a broken one."""
+    # issue 24: a missing or mistyped home is refused, never created (the page would say
+    # "Tasks run normally" about an empty folder)
+    if not home.is_dir() or not any((home / n).exists() for n in ("tasks", "scheduler.yaml",
+                                                                   "state")):
+        what = "does not exist" if not home.exists() else (
+            "is not a folder" if not home.is_dir() else
+            "has no tasks/ folder, scheduler.yaml or state/: it is not an mdcron home")
+        print(f"mdcron: --home {home} {what}. Give the folder that holds tasks/ (e.g. --home"
+              f" ~/mdcron, or set MDCRON_HOME), or create it first: mkdir -p {home}/tasks",
+              file=sys.stderr)
+        return 2
+
+    return serve(home, args.host, args.port, args.token_file, args.allow_host or [],
+                 args.metrics_listen, revoke=args.revoke_sessions)
 
 
 def serve(home: Path, host: str, port: int, token_file: Path | None,
