@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core import safe_fs
+from ..core.atomic_write import write_atomic
 from ..core.private_files import make_private_dirs, write_private
 from ..core.records import dataclass, field
 from ..settings.config import Config
-from ..tasks.frontmatter_edit import write_atomic
 from ..tasks.paths import PathError, script_path
 from ..tasks.task import Task
 from ..tasks.taskfile import parse_task_text

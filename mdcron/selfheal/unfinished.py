@@ -5,7 +5,7 @@ heal that was cut off. For each file it names:
 
 - still as before the heal: nothing to do;
 - holding bytes the heal wrote: put back from the backup (a file the heal created is removed),
-  only if nobody changes it meanwhile (write_atomic's `unless_changed`);
+  only if nobody changes it meanwhile (core/atomic_write.write_atomic's `unless_changed`);
 - anything else (a person edited it since, or the backup is damaged): left as found.
 
 Then a heal row (`rolled_back`, or `interrupted` when something was left as found, with a
@@ -25,13 +25,13 @@ from typing import Any
 
 from ..claude.client import append_jsonl
 from ..core import safe_fs
+from ..core.atomic_write import write_atomic
 from ..core.private_files import write_private
 from ..core.records import dataclass
 from ..run.heal_protocol import journal_dir
 from ..run.locks import TaskLock, lock_path, process_matches
 from ..settings.config import Config
 from ..state.store import Store
-from ..tasks.frontmatter_edit import write_atomic
 from ..tasks.key_checks import ID_PATTERN
 from .healer import AUDIT_LOG
 from .journal import SUFFIX, remove_synced
