@@ -414,7 +414,21 @@ def test_idle_tick_imports_nothing_heavy(home, write_task):
     db.close()
     code, mods, output = probe(home, "tick", "--now", SATURDAY.isoformat())
     assert (code, output) == (0, "")
-    assert mods == {"mdcron.run.tick", "mdcron.schedule.cache", "argparse"}
+    assert mods == {"mdcron.run.tick", "mdcron.schedule.cache"}  # cron's line: no argparse
+
+
+def test_exit_zero_ticks_take_the_idle_path(home, write_task):
+    """`install --cron --exit-zero` writes `tick --exit-zero`: idle ticks stay idle (issue 27),
+    and an invalid task file exits 0 there as in the full tick."""
+    warm_home(home, write_task)
+    now = SATURDAY.isoformat()
+    assert probe(home, "tick", "--exit-zero", "--now", now)[:2] == (0, set())
+    (home / "tasks" / "broken.md").write_text("---\nid: broken\n")
+    code, mods, output = probe(home, "tick", "--exit-zero", "--now", now)
+    assert code == 0 and "mdcron.run.tick" in mods and "broken.md" in output
+    age(home)
+    assert probe(home, "tick", "--exit-zero", "--now", now)[:2] == (0, set())
+    assert probe(home, "tick", "--now", now)[:2] == (1, set())  # without it: 1, as always
 
 
 def _running_row(db):
@@ -533,10 +547,11 @@ def test_odd_command_lines_take_the_usual_path(home, write_task):
     warm_home(home, write_task)
     now = SATURDAY.isoformat()
     assert probe(home, "tick", f"--now={now}")[1] == set()
-    for args in (("tick", "--dry", "--now", now), ("tick", "--now", "2026-11-28T12:00"),
-                 ("tick", "--now", now, "--now", now)):
+    for args in (("tick", "--dry", "--now", now), ("tick", "--now", now, "--now", now)):
         code, mods, _ = probe(home, *args)
         assert "argparse" in mods, args
+    # a naive instant is read in the config's zone by the full tick (no argparse: plain words)
+    assert "mdcron.run.tick" in probe(home, "tick", "--now", "2026-11-28T12:00")[1]
     out = subprocess.run([sys.executable, str(SCHEDULER), "--home", str(home), "tick", "--bogus"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr

@@ -16,10 +16,10 @@ imported at the top.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.clock import to_dt
 from ..schedule.pause import maintenance
@@ -34,6 +34,9 @@ from ..state.store import (
 from ..state.trouble import describe, is_trouble
 from .audit import record_cli
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
+
+if TYPE_CHECKING:  # a plain tick is parsed without argparse (main.TickArgs)
+    import argparse
 
 
 def cmd_tick(config: Config, args: argparse.Namespace) -> int:

@@ -42,9 +42,16 @@ PostgreSQL state, the heartbeat (alerts/, above state) only when one is configur
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
+
+try:  # the builtin SHA-256: the same digest without loading OpenSSL (hashlib: ~2 ms a tick)
+    from _sha256 import sha256  # CPython 3.11
+except ImportError:  # pragma: no cover  (3.12 renamed it; any other Python: hashlib's)
+    try:
+        from _sha2 import sha256  # type: ignore[no-redef]
+    except ImportError:
+        from hashlib import sha256  # type: ignore[no-redef,assignment]
 
 from .. import __version__
 from .schema import SCHEMA_VERSION  # a module of SQL text: nothing imported, stdlib-only path
@@ -60,6 +67,9 @@ _REG, _DIR, _FMT = 0o100000, 0o040000, 0o170000
 
 # Set by cli.main: the scheduler.yaml text read just before load_config built this Config.
 noted_config: tuple[object, str] | None = None
+# Set when the idle check declined because a cached row says a task is due here (_due_here):
+# the full tick then writes the lost-database marker ahead, while it loads (run/tick.py).
+due_seen = False
 
 
 def note_config(config: object, text: str | None) -> None:
@@ -125,7 +135,7 @@ def code_fingerprint() -> str:
 def cache_key(config: str) -> str:
     """Everything every cached row depends on besides its own file; `config` from config_text.
     A digest: the config's text may hold a literal password, which the state must not keep."""
-    return hashlib.sha256("\n".join((
+    return sha256("\n".join((
         str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
         os.environ.get("HOME", ""), config,
         os.uname().nodename,  # the default `host` (cache_elsewhere depends on it)
@@ -252,6 +262,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float,
     """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
     None when the tick may not be idle. `started`: time.monotonic() when `now` was read.
     quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute)."""
+    global due_seen
+    due_seen = False
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path) or os.path.islink(os.path.dirname(db_path)):
         return None  # a state/ swapped for a symlink: the full tick refuses it (store.py)
@@ -332,6 +344,32 @@ def chains_settled(db, settled: str | None) -> bool:
     return bool(settled) and settled == str(newest)
 
 
+_DUE = ("SELECT task_id FROM task_cache WHERE enabled = 1 AND next_due IS NOT NULL"
+        " AND next_due != 0 AND next_due <= ?")
+
+
+def _due_here(db, elsewhere: str | None, now: float, dry_run: bool) -> bool:
+    """A cached row says a task is due that may run here (its `hosts:` do not leave this
+    host out; a dry run plans them all): the tick has work, whatever else holds. One query
+    over the cache; the full check below would decline too, after reading every row."""
+    global due_seen
+    due = db.execute(_DUE, (now + DUE_SLACK,)).fetchall()
+    if not due:
+        return False
+    if dry_run or not elsewhere or elsewhere == "{}":
+        due_seen = not dry_run
+        return True
+    import json  # lazy: only with tasks whose `hosts:` leave a host out
+
+    try:
+        known = json.loads(elsewhere)
+        here = any(task_id not in known for (task_id,) in due)
+    except (TypeError, ValueError):
+        return True
+    due_seen = here
+    return here
+
+
 def _connect(db_path: str):  # -> sqlite3.Connection, as store._open sets it up
     import sqlite3
 
@@ -353,6 +391,8 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
     meta = dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", _META))
     if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
         return None
+    if _due_here(db, meta.get("cache_elsewhere"), now, dry_run):
+        return None  # issue 27: a task is due, the full tick runs: decline before the rows
     future = now + FUTURE_SLACK  # the clock went back: the full tick clears and says it
     try:
         if float(meta.get("last_tick") or 0) > future:

@@ -205,8 +205,9 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
         claimed slot (dbguard.py), so a database lost later never runs that slot again."""
         won = super().claim_slots(claims, now, owner)
         if won and not self.url:
-            from .dbguard import note_claims
+            from .dbguard import note_claims, noted
 
+            noted()  # the marker written ahead (tick.py), then this claim's if it is later
             note_claims(self.path, max(slot for _, slot in won))
         return won
 
