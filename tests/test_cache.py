@@ -417,6 +417,32 @@ def test_idle_tick_imports_nothing_heavy(home, write_task):
     assert mods == {"mdcron.run.tick", "mdcron.schedule.cache"}  # cron's line: no argparse
 
 
+CODE_READS = """
+import os, sys
+package = os.path.join(os.getcwd(), "mdcron")
+reads = []
+sys.addaudithook(lambda e, a: reads.append(a[0]) if e == "os.scandir" and str(a[0]) == package
+                 else None)
+from mdcron.cli.main import main
+code = main(sys.argv[1:])
+print("READS", code, len(reads))
+"""
+
+
+def test_a_tick_with_work_reads_its_code_once(home, write_task):
+    """The code fingerprint (a stat of every module) is read by the idle check and stands for
+    the rest of the tick (issue 27: config_data and the cache asked again, ~0.5 ms each)."""
+    warm_home(home, write_task)
+    write_task("every", schedule="* * * * *", command="true")
+    now = SATURDAY + timedelta(minutes=1)
+    assert run_cli(home, "tick", "--now", now.isoformat()).returncode == 0
+    age(home)
+    out = subprocess.run([sys.executable, "-c", CODE_READS, "--home", str(home), "tick", "--now",
+                          (now + timedelta(minutes=1)).isoformat()], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[-3:] == ["READS", "0", "1"], out.stdout + out.stderr
+
+
 def test_exit_zero_ticks_take_the_idle_path(home, write_task):
     """`install --cron --exit-zero` writes `tick --exit-zero`: idle ticks stay idle (issue 27),
     and an invalid task file exits 0 there as in the full tick."""

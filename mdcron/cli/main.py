@@ -258,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     idle = _idle_tick(argv) if ahead is None else None
     if idle is not None:
         return idle
+    if ahead is None:
+        fastpath.pin_seen_code()  # the code the idle check read: one read per tick
     from . import requirements  # lazy: only once the idle tick declined (stdlib only)
 
     if absent := requirements.missing():  # issue 25: one line naming the Python to use

@@ -103,6 +103,7 @@ def config_text(home: str) -> str | None:
 
 
 _pinned_code: str | None = None  # pin_code: the fingerprint a held tick checked at its go
+_seen_code: str | None = None  # the fingerprint cache_key last read (pin_seen_code)
 
 
 def pin_code(fingerprint: str | None) -> None:
@@ -111,6 +112,13 @@ def pin_code(fingerprint: str | None) -> None:
     its code once too."""
     global _pinned_code
     _pinned_code = fingerprint
+
+
+def pin_seen_code() -> None:
+    """A cold tick whose idle check declined: the code it read there (cache_key) stands for
+    the rest of the tick (config_data and cache.load ask again; issue 27: ~0.5 ms each)."""
+    if _seen_code is not None:
+        pin_code(_seen_code)
 
 
 def code_fingerprint() -> str:
@@ -135,8 +143,10 @@ def code_fingerprint() -> str:
 def cache_key(config: str) -> str:
     """Everything every cached row depends on besides its own file; `config` from config_text.
     A digest: the config's text may hold a literal password, which the state must not keep."""
+    global _seen_code
+    _seen_code = code = code_fingerprint()
     return sha256("\n".join((
-        str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
+        str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code,
         os.environ.get("HOME", ""), config,
         os.uname().nodename,  # the default `host` (cache_elsewhere depends on it)
     )).encode("utf-8", "surrogateescape")).hexdigest()
