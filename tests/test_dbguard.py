@@ -56,8 +56,9 @@ def test_a_deleted_state_folder_alerts_through_the_run_logs(home, write_task, ht
 
 def test_the_marker_holds_a_slot_before_its_task_starts(home, write_task):
     """Issue 27: a tick that finds a task due writes the marker while it loads (dbguard
-    note_ahead); the claim still waits for it, so the task, once started, finds its own slot
-    in the marker, and a database lost after that never runs the slot again."""
+    note_ahead), and starts the database's log there too (store.warm_ahead: meta tick_began);
+    the claim still waits for both, so the task, once started, finds its own slot in the
+    marker, and a database lost after that never runs the slot again."""
     from datetime import datetime
 
     from conftest import age_cache
@@ -73,6 +74,10 @@ def test_the_marker_holds_a_slot_before_its_task_starts(home, write_task):
                                " AND scheduled_for = ?", (datetime.fromisoformat(at).timestamp(),))
         db.close()
         assert json.loads(tail)["claimed_until"] == datetime.fromisoformat(at).timestamp()
+        db = sqlite3.connect(home / "state" / "mdcron.db")  # the log started ahead (store.py)
+        [(began,)] = db.execute("SELECT value FROM meta WHERE key = 'tick_began'")
+        assert 0 <= float(began) - datetime.fromisoformat(at).timestamp() < 30
+        db.close()
     drop_database(home)
     again = run_cli(home, "tick", "--now", T[2].replace(":00+", ":30+"))
     assert "job: success" not in again.stdout  # the lost database's slot is not run twice

@@ -64,10 +64,6 @@ KNOWN_UPWARD = {
     # the healer is made by the tick: have its caller (cli) make it and pass it in
     "mdcron.run.recovery -> mdcron.selfheal.unfinished",
     "mdcron.run.tick -> mdcron.selfheal.healer",
-    # the idle tick is a whole tick in state/ for speed: move idle_tick up (same module count)
-    "mdcron.state.idle -> mdcron.alerts.heartbeat",
-    "mdcron.state.idle -> mdcron.schedule.pause",
-    "mdcron.state.pgidle -> mdcron.hosts.files",
 }
 
 

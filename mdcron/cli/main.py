@@ -26,7 +26,7 @@ from .pipes import guard_std_streams
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
 
@@ -451,11 +451,21 @@ def _idle_tick(argv: list[str]) -> int | None:
     if home is None:
         home = os.environ.get("MDCRON_HOME") or os.path.dirname(
             os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    from ..schedule.pause import idle_blocked  # stdlib only: two os.path.exists
+
     try:
-        code = fastpath.idle_tick(os.path.realpath(home), now, dry_run, started)
+        code = fastpath.idle_tick(os.path.realpath(home), now, dry_run, started,
+                                  blocked=idle_blocked, ping=_ping)
     except Exception:  # anything unexpected: the full tick decides, and reports
         return None
     return 0 if code == 1 and exit_zero else code  # as cmd_tick's --exit-zero
+
+
+def _ping(url: str, failed: bool, environ: Mapping[str, str]) -> str | None:
+    """The idle tick's heartbeat (alerts/heartbeat.py), loaded only when one is configured."""
+    from ..alerts.heartbeat import ping  # lazy: stdlib only, and only with a heartbeat_url
+
+    return ping(url, failed, environ)
 
 
 __all__ = ["main"]

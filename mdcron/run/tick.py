@@ -27,7 +27,7 @@ from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state.clockback import ahead
 from ..state.idle import FUTURE_SLACK
-from ..state.store import Store, TaskState, last_tick, state_store
+from ..state.store import Store, TaskState, last_tick, state_store, warm_ahead
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from . import pings, shared_tick
@@ -143,6 +143,7 @@ def run_tick(
         from ..state.dbguard import note_ahead  # lazy: a tick with a due task (issue 27)
 
         note_ahead(config.db_path, minute_floor(now))  # its fsyncs while the files load
+        warm_ahead(config.db_path, now)  # and the log's, which the claim would wait for
     view = view if view is not None else load(config)
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"

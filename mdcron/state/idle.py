@@ -30,20 +30,23 @@ With a PostgreSQL state (issue 11) the task_state rows and retention_at read her
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
 (pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
 elsewhere has its "runs nowhere" alert row as the full tick would leave it (hosts/files.py).
-A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only), and
+A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only, passed
+in by cli/main.py), and
 a `metrics_file` is rewritten by it with its own tick figures (metrics_file.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 
 Lazy imports: this module is the idle tick itself, measured in milliseconds, so each import
 waits for the moment it is needed: sqlite3 once there is a cache to read, json only when due
 tasks are checked against their `hosts:`, datetime only for a dry run's line, pgidle only with a
-PostgreSQL state, the heartbeat (alerts/, above state) only when one is configured.
+PostgreSQL state. The pause check and the heartbeat belong to layers above the state: cli/main.py
+passes them in (idle_tick's `blocked` and `ping`), the heartbeat loaded only when one is set.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping
 
 try:  # the builtin SHA-256: the same digest without loading OpenSSL (hashlib: ~2 ms a tick)
     from _sha256 import sha256  # CPython 3.11
@@ -267,20 +270,27 @@ WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
 """
 
 
-def idle_tick(home: str, now: float, dry_run: bool, started: float,
-              quiet: bool = False) -> int | None:
+PAUSE_FILES = ("maintenance.json", "paused_until.json")  # in state/: schedule/pause.py's
+Blocked = Callable[[str, float], bool]
+Ping = Callable[[str, bool, Mapping[str, str]], "str | None"]
+
+
+def idle_tick(home: str, now: float, dry_run: bool, started: float, quiet: bool = False,
+              blocked: Blocked | None = None, ping: Ping | None = None) -> int | None:
     """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
     None when the tick may not be idle. `started`: time.monotonic() when `now` was read.
-    quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute)."""
+    quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute).
+    What layers above the state do is passed down (cli/main.py): `blocked(home, now)` says
+    whether the pause files give the full tick a duty (schedule/pause.idle_blocked; without
+    it, any pause file does), `ping(url, failed, environ)` pings the heartbeat
+    (alerts/heartbeat.ping; without it, a configured heartbeat hands the tick over)."""
     global due_seen
     due_seen = False
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path) or os.path.islink(os.path.dirname(db_path)):
         return None  # a state/ swapped for a symlink: the full tick refuses it (store.py)
-    # stdlib only; issue 10: maintenance mode, a pause now over
-    from ..schedule.pause import idle_blocked
-
-    if idle_blocked(home, now):  # two os.path.exists when neither is set
+    if (blocked(home, now) if blocked is not None  # issue 10: maintenance, a pause now over
+            else any(os.path.exists(os.path.join(home, "state", n)) for n in PAUSE_FILES)):
         return None  # the full tick reports maintenance / enables the task (commands._paused_tick)
     text = config_text(home)
     if text is None:
@@ -320,6 +330,9 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float,
             when = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
             print(f"{when}: nothing due among {tasks} task(s)")
             return 0
+        beat = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
+        if beat and beat[0] and ping is None:
+            return None  # a heartbeat to ping, and no one to ping it: the full tick does
         took = time.monotonic() - started  # issue 26: the tick's figures (state/metrics.py)
         db.execute(
             "INSERT INTO meta(key, value) VALUES ('last_tick', ?), ('tick_figures', ?)"
@@ -333,11 +346,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float,
             error = idle_write(row[0], now, time.monotonic() - started)
             if error:
                 print(error, flush=True)
-        row = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
-        if row and row[0]:  # the dead man's switch, as the full tick would ping it
-            from ..alerts.heartbeat import ping
-
-            error = ping(row[0], bool(errors), os.environ)
+        if beat and beat[0] and ping is not None:  # the dead man's switch, as the full tick's
+            error = ping(beat[0], bool(errors), os.environ)
             if error:
                 print(f"mdcron: heartbeat: {error}", flush=True)
         return 1 if errors else 0

@@ -203,6 +203,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
     ) -> dict[tuple[str, float], int]:
         """runs.RunsTable.claim_slots; a won claim also moves the lost-database marker's latest
         claimed slot (dbguard.py), so a database lost later never runs that slot again."""
+        _warmed()  # warm_ahead's write first: the claim need not wait for its lock
         won = super().claim_slots(claims, now, owner)
         if won and not self.url:
             from .dbguard import note_claims, noted
@@ -289,6 +290,44 @@ def last_tick(config, store: Store) -> str | None:
         return None
     with Store(config.db_path) as local:
         return local.get_meta("last_tick")
+
+
+_warming = None  # warm_ahead's thread, until Store.claim_slots joins it
+
+
+def warm_ahead(path: Path, now: float) -> None:
+    """Issue 27: a tick that will claim starts its database's write-ahead log in a thread
+    while it loads. The first commit after a checkpoint restarts the log, and SQLite syncs its
+    header then (and the state folder, when the log file is new: the last close removed it):
+    two syncs that otherwise come inside the claim, before the first task starts. The write
+    that does it is meta tick_began (when this host's latest full tick with work began; SQLite
+    writes nothing for a row set to itself). Never raises."""
+    global _warming
+    import threading  # lazy: loaded by then (subprocess); only a tick with a due task
+
+    _warmed()
+    _warming = threading.Thread(target=_warm, args=(path, now), name="wal")
+    _warming.start()
+
+
+def _warm(path: Path, now: float) -> None:
+    try:
+        db = _open(path)
+    except StoreError:
+        return  # the tick's own connection says why
+    try:
+        put_metas(db, {"tick_began": repr(now)})
+    except sqlite3.Error:
+        pass  # busy or in trouble: the claim meets it as it always would
+    finally:
+        db.close()
+
+
+def _warmed() -> None:
+    global _warming
+    thread, _warming = _warming, None
+    if thread is not None:
+        thread.join()
 
 
 def state_store(config) -> Store:  # config: config.Config
