@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..core import safe_fs
@@ -313,14 +313,15 @@ def warm_ahead(path: Path, now: float) -> None:
 def _warm(path: Path, now: float) -> None:
     try:
         db = _open(path)
-    except StoreError:
-        return  # the tick's own connection says why
+    except Exception:  # noqa: BLE001  # the tick's own connection says why, in one line
+        return
     try:
         put_metas(db, {"tick_began": repr(now)})
     except sqlite3.Error:
         pass  # busy or in trouble: the claim meets it as it always would
     finally:
-        db.close()
+        with suppress(sqlite3.Error):
+            db.close()
 
 
 def _warmed() -> None:
