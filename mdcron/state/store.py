@@ -316,7 +316,8 @@ def _warm(path: Path, now: float) -> None:
     except Exception:  # noqa: BLE001  # the tick's own connection says why, in one line
         return
     try:
-        put_metas(db, {"tick_began": repr(now)})
+        db.execute("PRAGMA busy_timeout = 20")  # another writer: give up at once, the claim
+        put_metas(db, {"tick_began": repr(now)})  # waits its own bounded time (LOCK_BUDGET)
     except sqlite3.Error:
         pass  # busy or in trouble: the claim meets it as it always would
     finally:
