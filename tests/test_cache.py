@@ -443,6 +443,42 @@ def test_a_tick_with_work_reads_its_code_once(home, write_task):
     assert out.stdout.split()[-3:] == ["READS", "0", "1"], out.stdout + out.stderr
 
 
+def test_idle_tick_without_the_upper_layers_hands_their_duties_over(home, write_task):
+    """state/idle.py imports nothing above the state (issue 27 item 6): the pause check and the
+    heartbeat come in from cli/main.py. A caller that passes neither (the daemon's look ahead)
+    gets the full tick whenever a pause file exists or a heartbeat is set, never an idle tick
+    that skipped them."""
+    import time
+
+    warm_home(home, write_task)
+    at = SATURDAY.timestamp()
+
+    def last_tick() -> str:
+        db = db_of(home)
+        try:
+            return db.execute("SELECT value FROM meta WHERE key = 'last_tick'").fetchone()[0]
+        finally:
+            db.close()
+
+    assert fastpath.idle_tick(str(home), at, False, time.monotonic()) == 0
+    pauses = home / "state" / "paused_until.json"
+    pauses.write_text(json.dumps({"job1": {"until": at + 3600, "path": "x"}}))
+    assert fastpath.idle_tick(str(home), at, False, time.monotonic()) is None
+    assert fastpath.idle_tick(str(home), at, False, time.monotonic(),
+                              blocked=lambda h, now: False) == 0  # the exact check: not over
+    pauses.unlink()
+    db = db_of(home)
+    db.execute("UPDATE meta SET value = 'http://127.0.0.1:9/' WHERE key = 'cache_heartbeat'")
+    db.close()
+    before = last_tick()
+    assert fastpath.idle_tick(str(home), at + 60, False, time.monotonic()) is None
+    assert last_tick() == before  # handed over before anything was written
+    pinged = []
+    assert fastpath.idle_tick(str(home), at + 60, False, time.monotonic(),
+                              ping=lambda url, failed, env: pinged.append(url)) == 0
+    assert pinged == ["http://127.0.0.1:9/"] and last_tick() != before
+
+
 def test_exit_zero_ticks_take_the_idle_path(home, write_task):
     """`install --cron --exit-zero` writes `tick --exit-zero`: idle ticks stay idle (issue 27),
     and an invalid task file exits 0 there as in the full tick."""
