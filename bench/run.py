@@ -49,7 +49,7 @@ NAIVE_GOAL = {1000: 7.0, 10000: 20.0}  # tick must be at least this many times f
 FLOOR_GOAL = 2.0  # tick median <= 2 x floor.py median
 RSS_GOAL_MIB = 25.0
 ONE_DUE_GOAL_MS = 85.0
-DISPATCH_GOAL_MS = 50.0
+DISPATCH_GOAL_MS = 60.0  # issue 27 item 2: one due task under cron <= 60 ms
 HUNDRED_DUE_GOAL_MS = 400.0
 HEARTBEAT_GOAL = 1.3  # idle tick with heartbeat_url <= 1.3 x the idle tick without it
 LIST_GOAL_MS = 400.0

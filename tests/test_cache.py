@@ -414,7 +414,83 @@ def test_idle_tick_imports_nothing_heavy(home, write_task):
     db.close()
     code, mods, output = probe(home, "tick", "--now", SATURDAY.isoformat())
     assert (code, output) == (0, "")
-    assert mods == {"mdcron.run.tick", "mdcron.schedule.cache", "argparse"}
+    assert mods == {"mdcron.run.tick", "mdcron.schedule.cache"}  # cron's line: no argparse
+
+
+CODE_READS = """
+import os, sys
+package = os.path.join(os.getcwd(), "mdcron")
+reads = []
+sys.addaudithook(lambda e, a: reads.append(a[0]) if e == "os.scandir" and str(a[0]) == package
+                 else None)
+from mdcron.cli.main import main
+code = main(sys.argv[1:])
+print("READS", code, len(reads))
+"""
+
+
+def test_a_tick_with_work_reads_its_code_once(home, write_task):
+    """The code fingerprint (a stat of every module) is read by the idle check and stands for
+    the rest of the tick (issue 27: config_data and the cache asked again, ~0.5 ms each)."""
+    warm_home(home, write_task)
+    write_task("every", schedule="* * * * *", command="true")
+    now = SATURDAY + timedelta(minutes=1)
+    assert run_cli(home, "tick", "--now", now.isoformat()).returncode == 0
+    age(home)
+    out = subprocess.run([sys.executable, "-c", CODE_READS, "--home", str(home), "tick", "--now",
+                          (now + timedelta(minutes=1)).isoformat()], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[-3:] == ["READS", "0", "1"], out.stdout + out.stderr
+
+
+def test_idle_tick_without_the_upper_layers_hands_their_duties_over(home, write_task):
+    """state/idle.py imports nothing above the state (issue 27 item 6): the pause check and the
+    heartbeat come in from cli/main.py. A caller that passes neither (the daemon's look ahead)
+    gets the full tick whenever a pause file exists or a heartbeat is set, never an idle tick
+    that skipped them."""
+    import time
+
+    warm_home(home, write_task)
+    at = SATURDAY.timestamp()
+
+    def last_tick() -> str:
+        db = db_of(home)
+        try:
+            return db.execute("SELECT value FROM meta WHERE key = 'last_tick'").fetchone()[0]
+        finally:
+            db.close()
+
+    assert fastpath.idle_tick(str(home), at, False, time.monotonic()) == 0
+    pauses = home / "state" / "paused_until.json"
+    pauses.write_text(json.dumps({"job1": {"until": at + 3600, "path": "x"}}))
+    assert fastpath.idle_tick(str(home), at, False, time.monotonic()) is None
+    assert fastpath.idle_tick(str(home), at, False, time.monotonic(),
+                              blocked=lambda h, now: False) == 0  # the exact check: not over
+    pauses.unlink()
+    db = db_of(home)
+    db.execute("UPDATE meta SET value = 'http://127.0.0.1:9/' WHERE key = 'cache_heartbeat'")
+    db.close()
+    before = last_tick()
+    assert fastpath.idle_tick(str(home), at + 60, False, time.monotonic()) is None
+    assert last_tick() == before  # handed over before anything was written
+    pinged = []
+    assert fastpath.idle_tick(str(home), at + 60, False, time.monotonic(),
+                              ping=lambda url, failed, env: pinged.append(url)) == 0
+    assert pinged == ["http://127.0.0.1:9/"] and last_tick() != before
+
+
+def test_exit_zero_ticks_take_the_idle_path(home, write_task):
+    """`install --cron --exit-zero` writes `tick --exit-zero`: idle ticks stay idle (issue 27),
+    and an invalid task file exits 0 there as in the full tick."""
+    warm_home(home, write_task)
+    now = SATURDAY.isoformat()
+    assert probe(home, "tick", "--exit-zero", "--now", now)[:2] == (0, set())
+    (home / "tasks" / "broken.md").write_text("---\nid: broken\n")
+    code, mods, output = probe(home, "tick", "--exit-zero", "--now", now)
+    assert code == 0 and "mdcron.run.tick" in mods and "broken.md" in output
+    age(home)
+    assert probe(home, "tick", "--exit-zero", "--now", now)[:2] == (0, set())
+    assert probe(home, "tick", "--now", now)[:2] == (1, set())  # without it: 1, as always
 
 
 def _running_row(db):
@@ -533,10 +609,11 @@ def test_odd_command_lines_take_the_usual_path(home, write_task):
     warm_home(home, write_task)
     now = SATURDAY.isoformat()
     assert probe(home, "tick", f"--now={now}")[1] == set()
-    for args in (("tick", "--dry", "--now", now), ("tick", "--now", "2026-11-28T12:00"),
-                 ("tick", "--now", now, "--now", now)):
+    for args in (("tick", "--dry", "--now", now), ("tick", "--now", now, "--now", now)):
         code, mods, _ = probe(home, *args)
         assert "argparse" in mods, args
+    # a naive instant is read in the config's zone by the full tick (no argparse: plain words)
+    assert "mdcron.run.tick" in probe(home, "tick", "--now", "2026-11-28T12:00")[1]
     out = subprocess.run([sys.executable, str(SCHEDULER), "--home", str(home), "tick", "--bogus"],
                          capture_output=True, text=True)
     assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr

@@ -3,7 +3,9 @@ HTTP endpoint; a new home gets none."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import sqlite3
 
 from conftest import run_cli
 
@@ -50,3 +52,35 @@ def test_a_deleted_state_folder_alerts_through_the_run_logs(home, write_task, ht
     run_cli(home, "tick", "--now", T[2])
     [alert] = recreated(http_sink)
     assert "run logs from before" in alert["message"]
+
+
+def test_the_marker_holds_a_slot_before_its_task_starts(home, write_task):
+    """Issue 27: a tick that finds a task due writes the marker while it loads (dbguard
+    note_ahead), and starts the database's log there too (store.warm_ahead: meta tick_began);
+    the claim still waits for both, so the task, once started, finds its own slot in the
+    marker, and a database lost after that never runs the slot again."""
+    from datetime import datetime
+
+    from conftest import age_cache
+
+    write_task("job", schedule="* * * * *", command="cat state/database-created")
+    write_task("other", schedule="0 6 * * 1-5", command="true")
+    run_cli(home, "tick", "--now", T[0])
+    for at in T[1:3]:
+        age_cache(home)
+        assert run_cli(home, "tick", "--now", at).returncode == 0
+        db = sqlite3.connect(home / "state" / "mdcron.db")
+        [(tail,)] = db.execute("SELECT output_tail FROM runs WHERE task_id = 'job'"
+                               " AND scheduled_for = ?", (datetime.fromisoformat(at).timestamp(),))
+        db.close()
+        assert json.loads(tail)["claimed_until"] == datetime.fromisoformat(at).timestamp()
+        db = sqlite3.connect(home / "state" / "mdcron.db")  # the log started ahead (store.py)
+        [(began,)] = db.execute("SELECT value FROM meta WHERE key = 'tick_began'")
+        assert 0 <= float(began) - datetime.fromisoformat(at).timestamp() < 30
+        db.close()
+    drop_database(home)
+    again = run_cli(home, "tick", "--now", T[2].replace(":00+", ":30+"))
+    assert "job: success" not in again.stdout  # the lost database's slot is not run twice
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    assert db.execute("SELECT count(*) FROM runs WHERE task_id = 'job'").fetchone() == (0,)
+    db.close()

@@ -17,7 +17,6 @@ imported at the top.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -37,7 +36,9 @@ from ..state.trouble import describe, is_trouble
 from .audit import record_cli
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a plain tick is parsed without argparse (main.TickArgs)
+    import argparse
+
     from ..core.clock import Clock
     from ..run.heal_protocol import Healer, Settled
 

@@ -8,7 +8,8 @@ idle fast path (state/idle.py: stdlib only, no argparse); everything else is imp
 Lazy imports: the idle tick loads only this module, state/idle.py and their few stdlib modules
 (datetime and time are loaded anyway). pathlib, argparse, the command modules (commands, config,
 store, usage, doctor) and what they pull in (re, json, core/records, ...: ~20 ms of imports) are
-imported inside the functions, once the fast path has declined.
+imported inside the functions, once the fast path has declined; argparse only for a command
+line other than a plain tick (tick_words: cron's own line is read without it).
 """
 
 from __future__ import annotations
@@ -261,6 +262,8 @@ def main(argv: Sequence[str] | None = None, *,
     idle = _idle_tick(argv) if ahead is None else None
     if idle is not None:
         return idle
+    if ahead is None:
+        fastpath.pin_seen_code()  # the code the idle check read: one read per tick
     from . import requirements  # lazy: only once the idle tick declined (stdlib only)
 
     if absent := requirements.missing():  # issue 25: one line naming the Python to use
@@ -274,7 +277,9 @@ def main(argv: Sequence[str] | None = None, *,
     from . import commands
     from .usage import USAGE, UsageError
 
-    args = build_parser(command_word(argv)).parse_args(argv)
+    words = tick_words(argv)
+    args = (TickArgs(*words) if words is not None  # type: ignore[arg-type]
+            else build_parser(command_word(argv)).parse_args(argv))
     home = Path(getattr(args, "home", None) or default_home()).resolve()
     if args.command == "completion":  # no config needed: the script reads tasks/ itself
         from .completion import bash_script, zsh_script
@@ -378,14 +383,30 @@ def _alert_now(args: argparse.Namespace) -> float:
         return clock_from(None).now()
 
 
-def _idle_tick(argv: list[str]) -> int | None:
-    """`tick [--home DIR] [--now ISO] [--dry-run]`, spelled exactly so, through
-    fastpath.idle_tick. None for anything else (argparse then parses and reports it as always)
-    and whenever the tick may have work: then the full tick runs."""
+class TickArgs:
+    """The arguments of a plain `tick` argv (tick_words), as argparse would give them: a tick
+    spelled so needs no argparse (issue 27: the parser, gettext, locale and shutil cost the
+    first task ~5 ms)."""
+
+    command = "tick"
+    log_format = "text"
+
+    def __init__(self, home: str | None, now: str | None, dry_run: bool, exit_zero: bool):
+        if home is not None:
+            from pathlib import Path  # lazy: loaded by then (settings/config.py)
+
+            self.home = Path(home)
+        self.now, self.dry_run, self.exit_zero = now, dry_run, exit_zero
+
+
+def tick_words(argv: list[str]) -> tuple[str | None, str | None, bool, bool] | None:
+    """(home, now, dry_run, exit_zero) for `[--home DIR] tick [--home DIR] [--now ISO]
+    [--dry-run] [--exit-zero]`, each at most once and spelled exactly so; None for anything
+    else (argparse then parses and reports it as always)."""
     if "tick" not in argv:
         return None
     home = when = None
-    dry_run = seen_tick = False
+    dry_run = exit_zero = seen_tick = False
     rest = iter(argv)
     for arg in rest:
         name, eq, value = arg.partition("=")
@@ -393,6 +414,8 @@ def _idle_tick(argv: list[str]) -> int | None:
             seen_tick = True
         elif arg == "--dry-run" and seen_tick and not dry_run:
             dry_run = True
+        elif arg == "--exit-zero" and seen_tick and not exit_zero:
+            exit_zero = True
         elif name in ("--home", "--now"):
             value = value if eq else next(rest, "")
             if not value or value.startswith("-") or (name == "--now" and not seen_tick):
@@ -409,6 +432,16 @@ def _idle_tick(argv: list[str]) -> int | None:
             return None
     if not seen_tick:
         return None
+    return home, when, dry_run, exit_zero
+
+
+def _idle_tick(argv: list[str]) -> int | None:
+    """A plain `tick` (tick_words) through fastpath.idle_tick. None for anything else and
+    whenever the tick may have work: then the full tick runs."""
+    words = tick_words(argv)
+    if words is None:
+        return None
+    home, when, dry_run, exit_zero = words
     started = time.monotonic()
     if when is None:
         now = time.time()
@@ -427,10 +460,21 @@ def _idle_tick(argv: list[str]) -> int | None:
     if home is None:
         home = os.environ.get("MDCRON_HOME") or os.path.dirname(
             os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+    from ..schedule.pause import idle_blocked  # stdlib only: two os.path.exists
+
     try:
-        return fastpath.idle_tick(os.path.realpath(home), now, dry_run, started)
+        code = fastpath.idle_tick(os.path.realpath(home), now, dry_run, started,
+                                  blocked=idle_blocked, ping=_ping)
     except Exception:  # anything unexpected: the full tick decides, and reports
         return None
+    return 0 if code == 1 and exit_zero else code  # as cmd_tick's --exit-zero
+
+
+def _ping(url: str, failed: bool, environ: Mapping[str, str]) -> str | None:
+    """The idle tick's heartbeat (alerts/heartbeat.py), loaded only when one is configured."""
+    from ..alerts.heartbeat import ping  # lazy: stdlib only, and only with a heartbeat_url
+
+    return ping(url, failed, environ)
 
 
 __all__ = ["main"]

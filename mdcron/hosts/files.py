@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from ..core import safe_fs
 from ..core.units import format_duration
-from ..state.hosts import ALERTED
+from ..state.hosts import ALERTED, DEAD_AFTER, orphaned_state
 
 __all__ = ["ALERTED", "DEAD_AFTER", "alert_orphaned", "describe", "differing", "orphaned",
            "orphaned_state", "record", "seen"]
@@ -55,7 +55,6 @@ def describe(task_id: str, hosts: dict[str, str]) -> str:
             " host (git pull, or a shared folder)")
 
 
-DEAD_AFTER = 300.0  # seconds without a tick before a host counts as gone
 READ_LIMIT = 1 << 20  # a valid task file's own bound (taskfile.MAX_BYTES)
 
 
@@ -86,20 +85,6 @@ def alert_orphaned(store, config, tasks, now: float, say) -> None:
         if store.change_meta(key, sig):
             enqueue(store, config, Alert("orphaned", task.id, f"mdcron: {task.id} runs nowhere",
                                          line, destination=task.notify_to), now)
-
-
-def orphaned_state(here: str, ages: dict[str, float], elsewhere: dict[str, list[str]],
-                   alerted: dict[str, str]) -> bool:
-    """Pure: the alert rows agree with the hosts' liveness (seconds since each host's last
-    tick) for each due task that runs elsewhere, and none names this host, so neither
-    alert_orphaned nor seen would write anything."""
-    if any(here in hosts.split(",") for hosts in alerted.values()):
-        return False
-    for task_id, hosts in elsewhere.items():
-        dead = all(ages.get(h, float("inf")) > DEAD_AFTER for h in hosts)
-        if alerted.get(task_id) != (",".join(hosts) if dead else None):
-            return False
-    return True
 
 
 def orphaned(store, tasks, keep: bool = False) -> list[str]:

@@ -17,16 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.clock import Clock, to_dt
+from ..core.clock import Clock, minute_floor, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
 from ..core.records import dataclass, field
 from ..schedule.held import honour as honour_held
 from ..schedule.observe import observe
 from ..settings.config import Config
+from ..state import idle as fastpath
 from ..state.clockback import ahead
 from ..state.idle import FUTURE_SLACK
-from ..state.store import Store, TaskState, last_tick, state_store
+from ..state.store import Store, TaskState, last_tick, state_store, warm_ahead
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from . import pings, shared_tick
@@ -142,6 +143,11 @@ def run_tick(
     now = clock.now()
     began = time.monotonic()
     report = TickReport(now=now)
+    if fastpath.due_seen and store is None and not dry_run and not config.state_url:
+        from ..state.dbguard import note_ahead  # lazy: a tick with a due task (issue 27)
+
+        note_ahead(config.db_path, minute_floor(now))  # its fsyncs while the files load
+        warm_ahead(config.db_path, now)  # and the log's, which the claim would wait for
     view = view if view is not None else load(config)
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"

@@ -12,7 +12,6 @@ word is the newer one). `list`, `show` and `doctor` show it.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -29,6 +28,8 @@ _WHY = {errno.EROFS: "read-only filesystem", errno.EPERM: "read-only: immutable?
 
 
 def _digest(path: Path) -> str | None:
+    import hashlib  # lazy: only for a held suspension (OpenSSL's load is ~2 ms of a tick)
+
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 
 from ..core import safe_fs
+from ..state.idle import PAUSE_FILES
 
-MAINTENANCE = "maintenance.json"
-PAUSES = "paused_until.json"
+MAINTENANCE, PAUSES = PAUSE_FILES  # the idle tick looks for both (state/idle.py)
 READ_LIMIT = 1 << 20  # bytes of a marker read
 
 

@@ -15,6 +15,12 @@ Store.claim_slots: one small file write per tick that claims); without one, the 
 start stands in. A recreated database gets it as `database_claimed_until`, and the first full
 tick (`hold_back`) moves every task's not_before past it: no slot at or before it is claimed
 again; the next one runs as usual.
+
+A tick that knows a task is due writes the marker ahead (`note_ahead`: this minute, in a thread,
+so its two fsyncs overlap the loading instead of delaying the first task; issue 27), as the
+daemon's held tick does (cli/warm.py): a marker ahead only holds back a slot after a lost
+database, never reruns one. Store.claim_slots waits for it (`noted`) before its own note, so
+the marker still holds every won slot before the claim returns and any task starts.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,6 +84,25 @@ def note_claims(db_path: Path, slot: float) -> None:
         _write_marker(marker, data)
     except OSError:
         pass
+
+
+_ahead: threading.Thread | None = None  # note_ahead's thread, until noted() joins it
+
+
+def note_ahead(db_path: Path, slot: float) -> None:
+    """note_claims(db_path, slot) in a thread, started now; noted() waits for it."""
+    global _ahead
+    noted()
+    _ahead = threading.Thread(target=note_claims, args=(db_path, slot), name="dbguard")
+    _ahead.start()
+
+
+def noted() -> None:
+    """Wait for note_ahead's write (a no-op without one)."""
+    global _ahead
+    thread, _ahead = _ahead, None
+    if thread is not None:
+        thread.join()
 
 
 def hold_back(store: object, until: float, now: float) -> None:

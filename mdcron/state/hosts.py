@@ -13,6 +13,21 @@ from .db import Tables
 from .meta import drop_naming
 
 ALERTED = "orphaned:"  # meta key prefix: task id -> its hosts (comma-joined) when alerted
+DEAD_AFTER = 300.0  # seconds without a tick before a host counts as gone
+
+
+def orphaned_state(here: str, ages: dict[str, float], elsewhere: dict[str, list[str]],
+                   alerted: dict[str, str]) -> bool:
+    """Pure: the alert rows agree with the hosts' liveness (seconds since each host's last
+    tick) for each due task that runs elsewhere, and none names this host, so neither
+    hosts/files.alert_orphaned nor seen would write anything (the idle tick asks: pgidle.py)."""
+    if any(here in hosts.split(",") for hosts in alerted.values()):
+        return False
+    for task_id, hosts in elsewhere.items():
+        dead = all(ages.get(h, float("inf")) > DEAD_AFTER for h in hosts)
+        if alerted.get(task_id) != (",".join(hosts) if dead else None):
+            return False
+    return True
 
 
 class FileCopy(NamedTuple):

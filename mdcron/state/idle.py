@@ -30,21 +30,31 @@ With a PostgreSQL state (issue 11) the task_state rows and retention_at read her
 host's copy of the shared ones, and one more condition holds: the shared state is still the copy's
 (pgidle.unchanged: one query through libpq, no psycopg), and each due task that runs
 elsewhere has its "runs nowhere" alert row as the full tick would leave it (hosts/files.py).
-A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only), and
+A configured heartbeat_url is pinged by the idle tick itself (heartbeat.py, stdlib only, passed
+in by cli/main.py), and
 a `metrics_file` is rewritten by it with its own tick figures (metrics_file.py, stdlib only).
 A per-tick duty added to the full tick must add its own condition here (or clear cache_idle).
 
 Lazy imports: this module is the idle tick itself, measured in milliseconds, so each import
 waits for the moment it is needed: sqlite3 once there is a cache to read, json only when due
 tasks are checked against their `hosts:`, datetime only for a dry run's line, pgidle only with a
-PostgreSQL state, the heartbeat (alerts/, above state) only when one is configured.
+PostgreSQL state. The pause check and the heartbeat belong to layers above the state: cli/main.py
+passes them in (idle_tick's `blocked` and `ping`), the heartbeat loaded only when one is set.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
+from collections.abc import Callable, Mapping
+
+try:  # the builtin SHA-256: the same digest without loading OpenSSL (hashlib: ~2 ms a tick)
+    from _sha256 import sha256  # CPython 3.11
+except ImportError:  # pragma: no cover  (3.12 renamed it; any other Python: hashlib's)
+    try:
+        from _sha2 import sha256  # type: ignore[no-redef]
+    except ImportError:
+        from hashlib import sha256  # type: ignore[no-redef,assignment]
 
 from .. import __version__
 from .schema import SCHEMA_VERSION  # a module of SQL text: nothing imported, stdlib-only path
@@ -60,6 +70,9 @@ _REG, _DIR, _FMT = 0o100000, 0o040000, 0o170000
 
 # Set by cli.main: the scheduler.yaml text read just before load_config built this Config.
 noted_config: tuple[object, str] | None = None
+# Set when the idle check declined because a cached row says a task is due here (_due_here):
+# the full tick then writes the lost-database marker ahead, while it loads (run/tick.py).
+due_seen = False
 
 
 def note_config(config: object, text: str | None) -> None:
@@ -93,6 +106,7 @@ def config_text(home: str) -> str | None:
 
 
 _pinned_code: str | None = None  # pin_code: the fingerprint a held tick checked at its go
+_seen_code: str | None = None  # the fingerprint cache_key last read (pin_seen_code)
 
 
 def pin_code(fingerprint: str | None) -> None:
@@ -101,6 +115,13 @@ def pin_code(fingerprint: str | None) -> None:
     its code once too."""
     global _pinned_code
     _pinned_code = fingerprint
+
+
+def pin_seen_code() -> None:
+    """A cold tick whose idle check declined: the code it read there (cache_key) stands for
+    the rest of the tick (config_data and cache.load ask again; issue 27: ~0.5 ms each)."""
+    if _seen_code is not None:
+        pin_code(_seen_code)
 
 
 def code_fingerprint() -> str:
@@ -125,8 +146,10 @@ def code_fingerprint() -> str:
 def cache_key(config: str) -> str:
     """Everything every cached row depends on besides its own file; `config` from config_text.
     A digest: the config's text may hold a literal password, which the state must not keep."""
-    return hashlib.sha256("\n".join((
-        str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code_fingerprint(),
+    global _seen_code
+    _seen_code = code = code_fingerprint()
+    return sha256("\n".join((
+        str(CACHE_FORMAT), __version__, str(SCHEMA_VERSION), code,
         os.environ.get("HOME", ""), config,
         os.uname().nodename,  # the default `host` (cache_elsewhere depends on it)
     )).encode("utf-8", "surrogateescape")).hexdigest()
@@ -247,18 +270,27 @@ WHERE max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND c.deps != '*'
 """
 
 
-def idle_tick(home: str, now: float, dry_run: bool, started: float,
-              quiet: bool = False) -> int | None:
+PAUSE_FILES = ("maintenance.json", "paused_until.json")  # in state/: schedule/pause.py's
+Blocked = Callable[[str, float], bool]
+Ping = Callable[[str, bool, Mapping[str, str]], "str | None"]
+
+
+def idle_tick(home: str, now: float, dry_run: bool, started: float, quiet: bool = False,
+              blocked: Blocked | None = None, ping: Ping | None = None) -> int | None:
     """The exit status of an idle tick at `now` (after writing last_tick, unless dry_run), or
     None when the tick may not be idle. `started`: time.monotonic() when `now` was read.
-    quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute)."""
+    quiet: a dry run that prints nothing (the daemon's warm tick asks about the next minute).
+    What layers above the state do is passed down (cli/main.py): `blocked(home, now)` says
+    whether the pause files give the full tick a duty (schedule/pause.idle_blocked; without
+    it, any pause file does), `ping(url, failed, environ)` pings the heartbeat
+    (alerts/heartbeat.ping; without it, a configured heartbeat hands the tick over)."""
+    global due_seen
+    due_seen = False
     db_path = os.path.join(home, "state", "mdcron.db")
     if not os.path.isfile(db_path) or os.path.islink(os.path.dirname(db_path)):
         return None  # a state/ swapped for a symlink: the full tick refuses it (store.py)
-    # stdlib only; issue 10: maintenance mode, a pause now over
-    from ..schedule.pause import idle_blocked
-
-    if idle_blocked(home, now):  # two os.path.exists when neither is set
+    if (blocked(home, now) if blocked is not None  # issue 10: maintenance, a pause now over
+            else any(os.path.exists(os.path.join(home, "state", n)) for n in PAUSE_FILES)):
         return None  # the full tick reports maintenance / enables the task (commands._paused_tick)
     text = config_text(home)
     if text is None:
@@ -298,6 +330,9 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float,
             when = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
             print(f"{when}: nothing due among {tasks} task(s)")
             return 0
+        beat = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
+        if beat and beat[0] and ping is None:
+            return None  # a heartbeat to ping, and no one to ping it: the full tick does
         took = time.monotonic() - started  # issue 26: the tick's figures (state/metrics.py)
         db.execute(
             "INSERT INTO meta(key, value) VALUES ('last_tick', ?), ('tick_figures', ?)"
@@ -311,11 +346,8 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float,
             error = idle_write(row[0], now, time.monotonic() - started)
             if error:
                 print(error, flush=True)
-        row = db.execute("SELECT value FROM meta WHERE key = 'cache_heartbeat'").fetchone()
-        if row and row[0]:  # the dead man's switch, as the full tick would ping it
-            from ..alerts.heartbeat import ping
-
-            error = ping(row[0], bool(errors), os.environ)
+        if beat and beat[0] and ping is not None:  # the dead man's switch, as the full tick's
+            error = ping(beat[0], bool(errors), os.environ)
             if error:
                 print(f"mdcron: heartbeat: {error}", flush=True)
         return 1 if errors else 0
@@ -330,6 +362,32 @@ def chains_settled(db, settled: str | None) -> bool:
     finishes was running then or is a new row now."""
     newest = db.execute("SELECT max(id) FROM runs").fetchone()[0]
     return bool(settled) and settled == str(newest)
+
+
+_DUE = ("SELECT task_id FROM task_cache WHERE enabled = 1 AND next_due IS NOT NULL"
+        " AND next_due != 0 AND next_due <= ?")
+
+
+def _due_here(db, elsewhere: str | None, now: float, dry_run: bool) -> bool:
+    """A cached row says a task is due that may run here (its `hosts:` do not leave this
+    host out; a dry run plans them all): the tick has work, whatever else holds. One query
+    over the cache; the full check below would decline too, after reading every row."""
+    global due_seen
+    due = db.execute(_DUE, (now + DUE_SLACK,)).fetchall()
+    if not due:
+        return False
+    if dry_run or not elsewhere or elsewhere == "{}":
+        due_seen = not dry_run
+        return True
+    import json  # lazy: only with tasks whose `hosts:` leave a host out
+
+    try:
+        known = json.loads(elsewhere)
+        here = any(task_id not in known for (task_id,) in due)
+    except (TypeError, ValueError):
+        return True
+    due_seen = here
+    return here
 
 
 def _connect(db_path: str):  # -> sqlite3.Connection, as store._open sets it up
@@ -353,6 +411,8 @@ def _idle_rows(db, key: str, files: dict[str, Stat | None], now: float,
     meta = dict(db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", _META))
     if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
         return None
+    if _due_here(db, meta.get("cache_elsewhere"), now, dry_run):
+        return None  # issue 27: a task is due, the full tick runs: decline before the rows
     future = now + FUTURE_SLACK  # the clock went back: the full tick clears and says it
     try:
         if float(meta.get("last_tick") or 0) > future:

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..core import safe_fs
@@ -203,10 +203,12 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
     ) -> dict[tuple[str, float], int]:
         """runs.RunsTable.claim_slots; a won claim also moves the lost-database marker's latest
         claimed slot (dbguard.py), so a database lost later never runs that slot again."""
+        _warmed()  # warm_ahead's write first: the claim need not wait for its lock
         won = super().claim_slots(claims, now, owner)
         if won and not self.url:
-            from .dbguard import note_claims
+            from .dbguard import note_claims, noted
 
+            noted()  # the marker written ahead (tick.py), then this claim's if it is later
             note_claims(self.path, max(slot for _, slot in won))
         return won
 
@@ -288,6 +290,46 @@ def last_tick(config, store: Store) -> str | None:
         return None
     with Store(config.db_path) as local:
         return local.get_meta("last_tick")
+
+
+_warming = None  # warm_ahead's thread, until Store.claim_slots joins it
+
+
+def warm_ahead(path: Path, now: float) -> None:
+    """Issue 27: a tick that will claim starts its database's write-ahead log in a thread
+    while it loads. The first commit after a checkpoint restarts the log, and SQLite syncs its
+    header then (and the state folder, when the log file is new: the last close removed it):
+    two syncs that otherwise come inside the claim, before the first task starts. The write
+    that does it is meta tick_began (when this host's latest full tick with work began; SQLite
+    writes nothing for a row set to itself). Never raises."""
+    global _warming
+    import threading  # lazy: loaded by then (subprocess); only a tick with a due task
+
+    _warmed()
+    _warming = threading.Thread(target=_warm, args=(path, now), name="wal")
+    _warming.start()
+
+
+def _warm(path: Path, now: float) -> None:
+    try:
+        db = _open(path)
+    except Exception:  # noqa: BLE001  # the tick's own connection says why, in one line
+        return
+    try:
+        db.execute("PRAGMA busy_timeout = 20")  # another writer: give up at once, the claim
+        put_metas(db, {"tick_began": repr(now)})  # waits its own bounded time (LOCK_BUDGET)
+    except sqlite3.Error:
+        pass  # busy or in trouble: the claim meets it as it always would
+    finally:
+        with suppress(sqlite3.Error):
+            db.close()
+
+
+def _warmed() -> None:
+    global _warming
+    thread, _warming = _warming, None
+    if thread is not None:
+        thread.join()
 
 
 def state_store(config) -> Store:  # config: config.Config

@@ -14,7 +14,6 @@ different between hosts, so 200 hosts with `0 * * * *` do not all start at :00.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from ..core.units import DurationError, parse_duration
@@ -109,6 +108,8 @@ def jitter_offset(host: str, home: str, task_id: str, window: float) -> float:
     millis = int(window * 1000)
     if millis <= 0:
         return 0.0
+    import hashlib  # lazy: only for a task with jitter (OpenSSL's load is ~2 ms of a tick)
+
     digest = hashlib.sha256(f"{host}\0{home}\0{task_id}".encode()).digest()
     return (int.from_bytes(digest[:8], "big") % millis) / 1000
 
