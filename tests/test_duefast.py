@@ -118,9 +118,8 @@ import sys, platform
 spawned = []
 sys.addaudithook(lambda e, a: spawned.append(a[1]) if e == "subprocess.Popen" else None)
 from datetime import UTC, datetime
-from mdcron.core.cron import _load_croniter, parse_schedule
+from mdcron.core.cron import parse_schedule
 fire = parse_schedule("*/5 * * * *", UTC).next_after(datetime(2026, 1, 1, tzinfo=UTC))
-_load_croniter()  # the maths no longer need it (cron_walls.py); the daemon's warm-up loads it
 c = sys.modules["croniter.croniter"]
 print(fire.isoformat(), spawned, c.OVERFLOW32B_MODE, platform.architecture.__module__)
 """

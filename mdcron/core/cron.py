@@ -19,9 +19,8 @@ its hour field starts with `*` (so @hourly is not fixed, @daily is). Each matchi
     does not fire.
   - w occurs twice (fall back): a fixed-time job fires in the first pass only; any other job
     fires in both passes.
-Fire times come out as aware UTC datetimes, sorted and unique. Cron fields are matched in naive
-wall-clock time by cron_walls.py (issue 27: it replaced croniter, ~10 ms of imports a tick); wall
-times are mapped to instants here.
+Fire times come out as aware UTC datetimes, sorted and unique. Cron fields are matched by
+croniter in naive wall-clock time (imported lazily); wall times are mapped to instants here.
 Assumption: a zone's offset changes by less than 3 h at a time and not twice within 3 h.
 """
 
@@ -34,7 +33,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mdcron.core.due import Decision as Decision  # re-exported: due-ness lives in due.py
 from mdcron.core.due import _show as _show  # run/tick.py words a due slot as decide() does
@@ -43,7 +42,6 @@ from mdcron.core.limits import EARLIEST, LATEST, RANGE_TEXT, InstantError, check
 from mdcron.core.units import DurationError, parse_duration
 from mdcron.core.wall_time import ScheduleError, as_utc, first_pass, last_pass, resolve_zone
 
-from .cron_walls import NoFire, WallSteps, never_fires
 from .records import dataclass
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
@@ -103,22 +101,16 @@ class Schedule(Protocol):
         ...
 
 
-def _walls(spec: str, day_or: bool) -> WallSteps:
-    """The matching naive wall times of a canonical spec (cron_walls.py), reused per (spec,
-    thread). Stateful, so every scan repositions it first."""
-    return _walls_for(spec, day_or, threading.get_ident())
-
-
-@lru_cache(maxsize=512)
-def _walls_for(spec: str, day_or: bool, thread: int) -> WallSteps:
-    return WallSteps(spec, day_or)
+def _croniter(spec: str, day_or: bool) -> Any:
+    """A croniter over naive wall time, reused per (spec, thread): building one costs ~0.1 ms.
+    Stateful, so every scan repositions it first."""
+    return _croniter_for(spec, day_or, threading.get_ident())
 
 
 def _load_croniter() -> None:
     """Import croniter without its import-time 32-bit probe running `file -b <python>` (a
     fork+exec through platform.architecture, 15-90 ms per tick on a 2-core machine): while it
-    imports, platform.architecture answers from the pointer size, the probe's own first test.
-    The maths no longer steps croniter (cron_walls.py); a caller may still preload it."""
+    imports, platform.architecture answers from the pointer size, the probe's own first test."""
     if "croniter" in sys.modules:
         return
     import platform  # lazy: only while croniter loads (which imports it anyway)
@@ -132,6 +124,14 @@ def _load_croniter() -> None:
         platform.architecture = real
 
 
+@lru_cache(maxsize=512)
+def _croniter_for(spec: str, day_or: bool, thread: int) -> Any:
+    _load_croniter()
+    from croniter import croniter  # lazy: croniter (~15 ms), see _load_croniter
+
+    return croniter(spec, datetime(2000, 1, 1), day_or=day_or)
+
+
 @dataclass(frozen=True, slots=True)
 class CronSchedule:
     """Five-field cron (or a macro) under the DST policy in the module docstring."""
@@ -139,7 +139,7 @@ class CronSchedule:
     expression: str
     zone: tzinfo
     fixed_time: bool
-    spec: str  # canonical five fields (cron_walls.py): "*" or sorted number lists
+    spec: str  # canonical five fields for croniter: '*' or sorted number lists
     day_or: bool  # day-of-month OR day-of-week (both restricted), else AND
 
     def next_after(self, t: datetime) -> datetime | None:
@@ -182,16 +182,19 @@ class CronSchedule:
         """Walk matching wall times from `start` (up: those > start; down: those <= start) and
         return the first instant(w) beyond t (up: > t; down: <= t). `instant` must be
         monotone in w, which first and last passes are."""
-        it = _walls(self.spec, self.day_or)
-        # matching walls are whole minutes, so dropping the microseconds changes nothing (it
-        # kept croniter's float rounding away: far years read 23:59:59.999999 as midnight)
+        _load_croniter()
+        from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), see _load_croniter
+
+        it = _croniter(self.spec, self.day_or)
+        # matching walls are whole minutes, so dropping the microseconds changes nothing but
+        # croniter's float rounding (far years: 23:59:59.999999 read as the next midnight)
         it.set_current(start.replace(microsecond=0) if up
                        else start.replace(second=0, microsecond=0) + _MINUTE)
         step = it.get_next if up else it.get_prev
         for _ in range(_SCAN_LIMIT):
             try:
                 w = step(datetime)
-            except (NoFire, OverflowError):
+            except (CroniterBadDateError, OverflowError):
                 return None
             u = instant(w)
             if u is not None and (u > t if up else u <= t):
@@ -342,8 +345,17 @@ def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
     if not day_stars and "*" in (canon[2], canon[4]):
         canon[2] = canon[4] = "*"  # OR with an unrestricted side: every day
     spec = " ".join(canon)
-    if never_fires(spec, not day_stars):
-        raise _bad(text, "it never fires (no such date in any year)")
+    _load_croniter()
+    from croniter import CroniterBadDateError, CroniterError  # lazy: as in _croniter_for
+
+    try:
+        it = _croniter(spec, not day_stars)
+        it.set_current(datetime(2000, 1, 1))
+        it.get_next(datetime)
+    except CroniterBadDateError:
+        raise _bad(text, "it never fires (no such date in any year)") from None
+    except CroniterError as e:
+        raise _bad(text, str(e)) from None
     fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
     return CronSchedule(text, zone, fixed, spec, not day_stars)
 
