@@ -1,0 +1,47 @@
+"""Issue 27 item 4: the read-only commands at scale (10,000 tasks, 1,000,000 runs) read what a
+tick left them and pay no rebuild twice; their output stays what it was."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import REPO
+from conftest import age_cache as age
+
+PROBE = """
+import sys
+from mdcron.cli.main import main
+code = main(["--home", sys.argv[1], *sys.argv[2:]])
+print("EXIT", code, "YAML", "yaml" in sys.modules, file=sys.stderr)
+"""
+
+
+def _cli(home, *words: str) -> str:
+    out = subprocess.run([sys.executable, "-c", PROBE, str(home), *words], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    return out.stderr.strip().splitlines()[-1]
+
+
+def test_a_read_only_command_after_a_config_change_checks_it_once(home, write_task):
+    """After scheduler.yaml changed, the first `list` reads it with PyYAML and keeps its key
+    (state/config-checked), as a tick would: the commands after it read it without PyYAML
+    (each one paid the parse until the next tick)."""
+    (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 2\n", encoding="utf-8")
+    write_task("plain", command="true")
+    assert _cli(home, "tick", "--now", "2026-11-23T10:00:00+00:00") == "EXIT 0 YAML True"
+    (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 3\n", encoding="utf-8")
+    assert _cli(home, "list", "--json") == "EXIT 0 YAML True"  # both parsers, the key kept
+    age(home)  # the task file's row trusted: a file read again would import yaml for itself
+    for words in (["list", "--json"], ["list"], ["show", "plain"], ["history"],
+                  ["next", "plain"]):
+        assert _cli(home, *words) == "EXIT 0 YAML False", words
+
+
+def test_a_dry_run_tick_writes_no_config_key(home, write_task):
+    (home / "scheduler.yaml").write_text("timezone: UTC\n", encoding="utf-8")
+    write_task("plain", command="true")
+    (home / "state").mkdir()
+    assert _cli(home, "tick", "--dry-run", "--now", "2026-11-23T10:00:00+00:00").startswith(
+        "EXIT 0")
+    assert not (home / "state" / "config-checked").exists()
