@@ -31,17 +31,12 @@ def test_a_read_only_command_after_a_config_change_checks_it_once(home, write_ta
     write_task("plain", command="true")
     assert _cli(home, "tick", "--now", "2026-11-23T10:00:00+00:00") == "EXIT 0 YAML True"
     (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 3\n", encoding="utf-8")
+    checked = (home / "state" / "config-checked").read_bytes()
+    assert _cli(home, "tick", "--dry-run") == "EXIT 0 YAML True"
+    assert (home / "state" / "config-checked").read_bytes() == checked  # a dry run keeps none
     assert _cli(home, "list", "--json") == "EXIT 0 YAML True"  # both parsers, the key kept
     age(home)  # the task file's row trusted: a file read again would import yaml for itself
     for words in (["list", "--json"], ["list"], ["show", "plain"], ["history"],
                   ["next", "plain"]):
         assert _cli(home, *words) == "EXIT 0 YAML False", words
 
-
-def test_a_dry_run_tick_writes_no_config_key(home, write_task):
-    (home / "scheduler.yaml").write_text("timezone: UTC\n", encoding="utf-8")
-    write_task("plain", command="true")
-    (home / "state").mkdir()
-    assert _cli(home, "tick", "--dry-run", "--now", "2026-11-23T10:00:00+00:00").startswith(
-        "EXIT 0")
-    assert not (home / "state" / "config-checked").exists()
