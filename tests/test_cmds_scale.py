@@ -29,7 +29,9 @@ def test_a_read_only_command_after_a_config_change_checks_it_once(home, write_ta
     (each one paid the parse until the next tick)."""
     (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 2\n", encoding="utf-8")
     write_task("plain", command="true")
-    assert _cli(home, "tick", "--now", "2026-11-23T10:00:00+00:00") == "EXIT 0 YAML True"
+    for minute in (0, 1):  # the first tick creates state/, the second keeps the key
+        assert _cli(home, "tick", "--now", f"2026-11-23T10:0{minute}:00+00:00").startswith(
+            "EXIT 0")
     (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 3\n", encoding="utf-8")
     checked = (home / "state" / "config-checked").read_bytes()
     assert _cli(home, "tick", "--dry-run") == "EXIT 0 YAML True"
