@@ -6,8 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 from conftest import age_cache as age
+
+from mdcron.core.clock import minute_floor
+from mdcron.core.outcome import Outcome, RunResult
+from mdcron.state.store import Owner, Store
+
+NOW = minute_floor(1_795_000_000.0)
+OWNER = Owner(pid=4242, start=1, boot="boot")
 
 PROBE = """
 import sys
@@ -42,3 +50,29 @@ def test_a_read_only_command_after_a_config_change_checks_it_once(home, write_ta
                   ["next", "plain"]):
         assert _cli(home, *words) == "EXIT 0 YAML False", words
 
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+    with Store(tmp_path / "state" / "mdcron.db", url=url, host="hosta") as s:
+        yield s
+
+
+def test_last_run_briefs_reads_the_newest_row_of_the_ids_asked_for(store):
+    """`list`'s last-run columns (issue 27: the ids it lists, not a skip-scan of every id in
+    1,000,000 runs), the same on SQLite and PostgreSQL."""
+    store.observe([("a", True, "/t/a.md"), ("b", True, "/t/b.md")], NOW)
+    won = store.claim_slots([("a", NOW, None, "/t/a.md"), ("b", NOW, None, "/t/b.md")], NOW,
+                            OWNER)
+    later = store.start_run("a", scheduled_for=NOW, trigger="manual", attempt=1, kind="run",
+                            now=NOW + 5, owner=OWNER, task_file=None)
+    store.start_run("gone", scheduled_for=NOW, trigger="manual", attempt=1, kind="run",
+                    now=NOW + 6, owner=OWNER, task_file=None)
+    assert store.finish_run(later, RunResult(Outcome.FAILED, exit_code=1, duration=1.0,
+                                             fail_reason="exit 1"), NOW + 7)
+    briefs = store.last_run_briefs(iter(["a", "b", "never", "a"]))
+    assert briefs == {"a": {"started_at": NOW + 5, "status": "failed", "host": "hosta"},
+                      "b": {"started_at": NOW, "status": "running", "host": "hosta"}}
+    assert store.run(won[("b", NOW)])["status"] == "running"
+    assert store.last_run_briefs([]) == {}

@@ -91,7 +91,8 @@ def _listing(config: Config):  # -> queries.Loaded
     holds: dict = {}
     if config.state_exists:
         with state_store(config) as store:
-            states, last, holds = store.state_rows(), store.last_run_briefs(), held(store)
+            states, holds = store.state_rows(), held(store)
+            last = store.last_run_briefs(t.id for t in tasks)
             view.fill_dues(states)  # once after a config change, then cached
             view.save(store)
     view.close()
