@@ -3,6 +3,8 @@ tick left them and pay no rebuild twice; their output stays what it was."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 
@@ -76,3 +78,55 @@ def test_last_run_briefs_reads_the_newest_row_of_the_ids_asked_for(store):
                       "b": {"started_at": NOW, "status": "running", "host": "hosta"}}
     assert store.run(won[("b", NOW)])["status"] == "running"
     assert store.last_run_briefs([]) == {}
+
+
+def _many(home, write_task) -> None:
+    """60 tasks of every shape `list` shows (past View.records' 50-row threshold)."""
+    for i in range(52):
+        write_task(f"t{i:02d}", schedule=f"{i % 60} {i % 24} * * *", command=f"echo {i}",
+                   timezone=["UTC", "Europe/Riga", None][i % 3], tags=["a", f"g{i % 4}"])
+    write_task("claude", schedule="0 6 * * *", run_as="claude", prompt="Summarise the news")
+    write_task("jitter", schedule="*/5 * * * *", command="true", jitter="3m")
+    write_task("off", schedule="0 10 * * *", command="true", enabled=False,
+               disabled_reason="paused")
+    write_task("chain", after=["t01"], command="true", uses=["db"],
+               schedule="after")
+    write_task("uni", title="Sauvegarde “nuit” ✓", schedule="@every 2h", command="a\tb")
+    write_task("script", schedule="@hourly", run_as="script", command="job.sh --x")
+    (home / "job.sh").write_text("#!/bin/sh\n", encoding="utf-8")
+    (home / "tasks" / "bad.md").write_text("---\nid: bad\n---\n", encoding="utf-8")
+    (home / "scheduler.yaml").write_text("timezone: UTC\nresources:\n  db: 1\n",
+                                         encoding="utf-8")
+
+
+def test_list_reads_only_the_listed_fields_and_shows_what_it_showed(home, write_task, cli):
+    """At more than 50 cached tasks `list` decodes only the fields it shows (schedule/
+    listing.py): the same JSON and the same table as with every file read again; a row whose
+    checksum fails is read from its file."""
+    _many(home, write_task)
+    at = "2026-11-23T10:00:00+00:00"
+    assert cli("tick", "--now", at).returncode in (0, 1)
+    age(home)
+    warm = [cli("list", "--json", "--now", at).stdout,
+            cli("list", "--now", at, env={"COLUMNS": "200"}).stdout,
+            cli("list", "--now", at, env={"COLUMNS": "80"}).stdout,
+            cli("list", "--wide", "--now", at).stdout]
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    path = str(home / "tasks" / "t07.md")
+    text = db.execute("SELECT task FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
+    db.execute("UPDATE task_cache_data SET task = ? WHERE path = ?",
+               (text.replace('"title":"t07"', '"title":"forged"'), path))
+    db.close()
+    assert "forged" not in cli("list", "--json", "--now", at).stdout  # its file says t07
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("DELETE FROM task_cache")
+    db.close()
+    cold = [cli("list", "--json", "--now", at).stdout,
+            cli("list", "--now", at, env={"COLUMNS": "200"}).stdout,
+            cli("list", "--now", at, env={"COLUMNS": "80"}).stdout,
+            cli("list", "--wide", "--now", at).stdout]
+    assert warm == cold
+    rows = {r["id"]: r for r in json.loads(warm[0])}
+    assert rows["claude"]["command"] == "claude: Summarise the news"
+    assert rows["uni"]["title"] == "Sauvegarde “nuit” ✓" and rows["chain"]["uses"] == ["db"]
+    assert rows["jitter"]["next_run"] != rows["jitter"]["next_fire"]

@@ -78,14 +78,15 @@ def _list(config: Config, args: argparse.Namespace) -> int:
 
 
 def _listing(config: Config):  # -> queries.Loaded
-    """queries.load_all for `list` (issue 27: 10,000 tasks): the tasks' cached fields
-    (View.records), the state rows as tuples and each last run's three shown columns."""
+    """queries.load_all for `list` (issue 27: 10,000 tasks): the tasks' listed fields
+    (schedule/listing.py), the state rows as tuples and each last run's three shown columns."""
     from ..schedule.cache import load
     from ..schedule.held import held
+    from ..schedule.listing import listed
     from .queries import Loaded
 
     view = load(config)
-    tasks = view.records()
+    tasks = listed(view)
     states: dict = {}
     last: dict = {}
     holds: dict = {}

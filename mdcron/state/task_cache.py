@@ -58,6 +58,15 @@ def cached_tasks(db: Any) -> dict[str, tuple[str, int]]:
     return {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, task, crc FROM task_cache_data")}
 
 
+def listed_tasks(db: Any, names: tuple[str, ...]) -> dict[str, tuple[str, int, str]]:
+    """Every file's (task JSON, crc32, the `names` fields of it as a JSON array), in one query:
+    SQLite picks the fields out (json_extract), so a listing decodes a short array per task,
+    not the whole Task (issue 27: `list` at 10,000 tasks). Malformed JSON anywhere: an error."""
+    fields = ", ".join(f"'$.{name}'" for name in names)
+    return {r[0]: (r[1], r[2], r[3]) for r in db.execute(
+        f"SELECT path, task, crc, json_extract(task, {fields}) FROM task_cache_data")}
+
+
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
     """(due_after, path, next_due, due_last, due_nb, due_zone): only where the row still holds
     the due key the fire was computed from."""
