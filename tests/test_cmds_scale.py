@@ -116,9 +116,9 @@ def test_list_reads_only_the_listed_fields_and_shows_what_it_showed(home, write_
     text = db.execute("SELECT task FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
     db.execute("UPDATE task_cache_data SET task = ? WHERE path = ?",
                (text.replace('"title":"t07"', '"title":"forged"'), path))
-    db.close()
     assert "forged" not in cli("list", "--json", "--now", at).stdout  # its file says t07
-    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("UPDATE task_cache_data SET task = 'not JSON' WHERE path = ?", (path,))
+    assert cli("list", "--json", "--now", at).stdout == warm[0]  # every row the careful way
     db.execute("DELETE FROM task_cache")
     db.close()
     cold = [cli("list", "--json", "--now", at).stdout,
