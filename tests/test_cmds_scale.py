@@ -130,3 +130,17 @@ def test_list_reads_only_the_listed_fields_and_shows_what_it_showed(home, write_
     assert rows["claude"]["command"] == "claude: Summarise the news"
     assert rows["uni"]["title"] == "Sauvegarde “nuit” ✓" and rows["chain"]["uses"] == ["db"]
     assert rows["jitter"]["next_run"] != rows["jitter"]["next_fire"]
+
+
+def test_show_reads_another_tasks_changed_file_which_now_takes_its_id(home, write_task, cli):
+    """`show` reads only the short rows of other ids (state/task_cache.read_cache `only`); a
+    file whose row no longer holds is read again, and a duplicate id it now makes is refused."""
+    for i in range(60):
+        write_task(f"job{i:02d}", schedule=f"{i} 6 * * *", command="true")
+    assert cli("tick", "--now", "2026-11-23T10:00:00+00:00").returncode == 0
+    age(home)
+    assert cli("show", "job03").returncode == 0
+    write_task("job03", filename="job10.md", schedule="5 7 * * *", command="echo again")
+    shown = cli("show", "job03")
+    assert shown.returncode != 0 and "duplicate id 'job03'" in shown.stderr, shown.stderr
+    assert cli("show", "job10").returncode != 0  # job10 is gone: its file says job03

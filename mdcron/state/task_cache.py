@@ -33,16 +33,25 @@ ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, ena
         " next_due, due_last, due_nb, due_zone, due_after FROM task_cache")
 
 
-def read_cache(db: Any, key: str) -> dict[str, CacheRow] | None:
+def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow] | None:
     """The rows by path in one read transaction; None when they belong to another key or were
-    changed behind save()'s back (not sealed): then every file is read again."""
+    changed behind save()'s back (not sealed): then every file is read again. `only` (a task
+    id): the rows of other ids without problems come as their first 7 columns (path to deps,
+    what says whether the row holds), the others whole (issue 27: `show` at 10,000 tasks)."""
     db.execute("BEGIN")
     try:
         meta = read_metas(db, ("cache_key", "cache_sealed"))
         if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
             return None
         new = tuple.__new__  # CacheRow._make without its checks: 10k rows cost no more
-        return {r[0]: new(CacheRow, r) for r in db.execute(ROWS)}
+        if only is None:
+            return {r[0]: new(CacheRow, r) for r in db.execute(ROWS)}
+        rows = {r[0]: r for r in db.execute(
+            "SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps FROM task_cache"
+            " WHERE task_id IS NOT ? AND problems IS NULL", (only,))}
+        rows.update((r[0], new(CacheRow, r)) for r in db.execute(
+            ROWS + " WHERE task_id IS ? OR problems IS NOT NULL", (only,)))
+        return rows  # type: ignore[return-value]  (the short rows: see above)
     finally:
         db.execute("COMMIT")
 
