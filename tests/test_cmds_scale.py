@@ -144,3 +144,18 @@ def test_show_reads_another_tasks_changed_file_which_now_takes_its_id(home, writ
     shown = cli("show", "job03")
     assert shown.returncode != 0 and "duplicate id 'job03'" in shown.stderr, shown.stderr
     assert cli("show", "job10").returncode != 0  # job10 is gone: its file says job03
+
+
+def test_print_json_writes_each_item_as_the_stdlib_encoder_does(capsys):
+    """render.print_json builds json's C encoder once for a list's items (issue 27): each line
+    is what json.JSONEncoder(default=str).encode writes, whatever the item."""
+    from pathlib import Path
+
+    from mdcron.cli.render import print_json
+
+    items = [{"a": 1, "b": [1.5, None, True], "c": "é\u2028\n\"", "p": Path("/x"), "n": 10**20},
+             "text", 3, 2.0, None, [], {}, {"inf": float("inf")}, {1: "int key"}, [Path("/y")]]
+    print_json(items)
+    encode = json.JSONEncoder(default=str).encode
+    assert capsys.readouterr().out == "[\n" + ",\n".join(
+        "  " + encode(i) for i in items) + "\n]\n"
