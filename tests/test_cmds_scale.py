@@ -101,8 +101,8 @@ def _many(home, write_task) -> None:
 
 def test_list_reads_only_the_listed_fields_and_shows_what_it_showed(home, write_task, cli):
     """At more than 50 cached tasks `list` decodes only the fields it shows (schedule/
-    listing.py): the same JSON and the same table as with every file read again; a row whose
-    checksum fails is read from its file."""
+    listing.py, schema 9): the same JSON and the same table as with every file read again; a
+    listing whose checksum fails, or that is missing, is read the careful way."""
     _many(home, write_task)
     at = "2026-11-23T10:00:00+00:00"
     assert cli("tick", "--now", at).returncode in (0, 1)
@@ -113,12 +113,11 @@ def test_list_reads_only_the_listed_fields_and_shows_what_it_showed(home, write_
             cli("list", "--wide", "--now", at).stdout]
     db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
     path = str(home / "tasks" / "t07.md")
-    text = db.execute("SELECT task FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
-    db.execute("UPDATE task_cache_data SET task = ? WHERE path = ?",
-               (text.replace('"title":"t07"', '"title":"forged"'), path))
-    assert "forged" not in cli("list", "--json", "--now", at).stdout  # its file says t07
-    db.execute("UPDATE task_cache_data SET task = 'not JSON' WHERE path = ?", (path,))
-    assert cli("list", "--json", "--now", at).stdout == warm[0]  # every row the careful way
+    text = db.execute("SELECT listing FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
+    assert '"t07"' in text
+    for forged in (text.replace('"t07"', '"forged"', 2), text.split(" ", 1)[1], "1 [", None):
+        db.execute("UPDATE task_cache_data SET listing = ? WHERE path = ?", (forged, path))
+        assert cli("list", "--json", "--now", at).stdout == warm[0]  # its file says t07
     db.execute("DELETE FROM task_cache")
     db.close()
     cold = [cli("list", "--json", "--now", at).stdout,
@@ -159,3 +158,26 @@ def test_print_json_writes_each_item_as_the_stdlib_encoder_does(capsys):
     encode = json.JSONEncoder(default=str).encode
     assert capsys.readouterr().out == "[\n" + ",\n".join(
         "  " + encode(i) for i in items) + "\n]\n"
+
+
+def test_a_schema_8_database_gains_the_listing_column_and_lists_as_before(home, write_task,
+                                                                         cli):
+    """Schema 9 (issue 27) adds task_cache_data.listing; a database of schema 8 migrates on
+    its first open, and the cache rows written after it carry their listing."""
+    for i in range(55):
+        write_task(f"job{i:02d}", schedule=f"{i} 6 * * *", command="true")
+    at = "2026-11-23T10:00:00+00:00"
+    assert cli("tick", "--now", at).returncode == 0
+    shown = cli("list", "--json", "--now", at).stdout
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("ALTER TABLE task_cache_data DROP COLUMN listing")
+    db.execute("PRAGMA user_version = 8")
+    db.close()
+    assert cli("list", "--json", "--now", at).stdout == shown
+    age(home)
+    assert cli("list", "--json", "--now", at).stdout == shown
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 9
+    listings = [r[0] for r in db.execute("SELECT listing FROM task_cache_data")]
+    db.close()
+    assert len(listings) == 55 and all(x and '"true"' in x for x in listings)

@@ -1,11 +1,12 @@
 """The tasks `list` shows, at 10,000 files (issue 27): a cached task's listed fields only.
 
 View.records() decodes every cached Task's whole JSON (its body, env, every key); `list` reads
-a dozen of them. Here SQLite picks those fields out of each row (state/task_cache.listed_tasks)
-and each task becomes a short array decoded into a TaskRecord, with the same checks as
-cache_json.record_of: the row's checksum, and its id, enabled flag and file agreeing with the
-cache row. A Claude task (its prompt or body is its command text) takes the whole record; a row
-that fails a check is read as View.records() would (View.task: decoded, else the file).
+a dozen of them. save() keeps those beside the JSON (state/task_cache.listing_of, schema 9: a
+short JSON array and its checksum), and each task becomes that array decoded into a
+TaskRecord, with the checks cache_json.record_of makes: the checksum, and the id, enabled flag
+and file agreeing with the cache row. A Claude task (its prompt or body is its command text)
+takes the whole record; a row without a listing, or one that fails a check, is read as
+View.records() would (View.task: decoded, else the file).
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ import sqlite3
 import zlib
 
 from ..state import task_cache
+from ..state.task_cache import LISTED
 from ..tasks.task import Task
 from .cache import View
 from .cache_entry import Entry, GcPaused
 from .cache_json import TaskRecord, record_of
 
-# what `list` reads of a task: queries.list_rows, next_fire, start_offset, the Claude note
-LISTED = ("id", "title", "schedule", "timezone", "enabled", "disabled_reason", "run_as",
-          "command", "tags", "uses", "after", "path", "jitter")
 _PATH = LISTED.index("path")
 _ID = LISTED.index("id")
 _ENABLED = LISTED.index("enabled")
@@ -36,31 +35,38 @@ def listed(view: View) -> list[Task]:
     if view.db is None or sum(e.task is None for e in valid) <= 50:
         return view.records()
     try:
-        rows = task_cache.listed_tasks(view.db, LISTED)
-    except sqlite3.Error:  # malformed JSON in a row, say: the careful way, row by row
+        rows = task_cache.listings(view.db)
+    except sqlite3.Error:
         return view.records()
     out: list[Task] = []
     with GcPaused():
         for e in valid:
-            record = None if e.task is not None else _record(rows.get(e.path), e)
+            record = None if e.task is not None else _record(view, rows.get(e.path), e)
             task = record if record is not None else view.task(e)
             if task is not None:
                 out.append(task)  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
     return out
 
 
-def _record(row: tuple[str, int, str] | None, e: Entry) -> TaskRecord | None:
-    if row is None or zlib.crc32(str(row[0]).encode()) != row[1]:
+def _record(view: View, listing: str | None, e: Entry) -> TaskRecord | None:
+    if not listing:
         return None
+    crc, _, body = listing.partition(" ")
     try:
-        values = json.loads(row[2])
-        if (not isinstance(values, list) or len(values) != len(LISTED) or values[_ID] != e.id
-                or values[_ENABLED] != e.enabled or values[_PATH] != e.path):
+        if zlib.crc32(body.encode()) != int(crc):
             return None
-    except (ValueError, TypeError):
+        values = json.loads(body)
+    except ValueError:
         return None
-    if values[_RUN_AS] == "claude":  # its command text is its prompt or body
-        return record_of(row[:2], e.id, e.enabled, e.path)  # type: ignore[arg-type]
+    if (not isinstance(values, list) or len(values) != len(LISTED) or values[_ID] != e.id
+            or values[_ENABLED] != e.enabled or values[_PATH] != e.path):
+        return None
+    if values[_RUN_AS] == "claude":  # its command text is its prompt or body: the whole row
+        try:
+            row = task_cache.cached_task(view.db, e.path)
+        except sqlite3.Error:
+            return None
+        return record_of(row, e.id, e.enabled, e.path)
     record = TaskRecord()
     record.__dict__ = dict(zip(LISTED, values, strict=True))
     return record

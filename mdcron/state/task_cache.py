@@ -5,6 +5,8 @@ the same rows with its own stdlib-only queries; cache.py decides what to write."
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -67,13 +69,25 @@ def cached_tasks(db: Any) -> dict[str, tuple[str, int]]:
     return {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, task, crc FROM task_cache_data")}
 
 
-def listed_tasks(db: Any, names: tuple[str, ...]) -> dict[str, tuple[str, int, str]]:
-    """Every file's (task JSON, crc32, the `names` fields of it as a JSON array), in one query:
-    SQLite picks the fields out (json_extract), so a listing decodes a short array per task,
-    not the whole Task (issue 27: `list` at 10,000 tasks). Malformed JSON anywhere: an error."""
-    fields = ", ".join(f"'$.{name}'" for name in names)
-    return {r[0]: (r[1], r[2], r[3]) for r in db.execute(
-        f"SELECT path, task, crc, json_extract(task, {fields}) FROM task_cache_data")}
+# what `list` reads of a task (cli/queries.list_rows, next_fire, start_offset, the Claude note)
+LISTED = ("id", "title", "schedule", "timezone", "enabled", "disabled_reason", "run_as",
+          "command", "tags", "uses", "after", "path", "jitter")
+
+
+def listing_of(task_json: str) -> str | None:
+    """A cached task's LISTED fields as '<crc32 of the array> <JSON array>' (schema 9), for
+    `list` to decode instead of the whole JSON (issue 27); None when the JSON is not a Task's."""
+    try:
+        data = json.loads(task_json)
+        body = json.dumps([data[name] for name in LISTED], separators=(",", ":"))
+    except (ValueError, TypeError, KeyError):
+        return None
+    return f"{zlib.crc32(body.encode())} {body}"
+
+
+def listings(db: Any) -> dict[str, str | None]:
+    """Every file's listing (listing_of) by path, in one query."""
+    return dict(db.execute("SELECT path, listing FROM task_cache_data"))
 
 
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -98,8 +112,8 @@ def write_cache(db: Any, *, rebuild: bool, drop: Iterable[str], rows: Iterable[t
         "INSERT OR REPLACE INTO task_cache(path, size, mtime_ns, ino, ctime_ns,"
         " read_ns, deps, task_id, enabled, problems, next_due, due_last, due_nb,"
         " due_zone, due_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc) VALUES (?, ?, ?)",
-                   data)
+    db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc, listing)"
+                   " VALUES (?, ?, ?, ?)", ((p, t, c, listing_of(t)) for p, t, c in data))
     db.executemany("DELETE FROM task_cache_data WHERE path = ?", ((p,) for p in no_task))
     db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
                    " due_zone = ?, due_after = ? WHERE path = ?", dues)
