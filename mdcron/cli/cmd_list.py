@@ -78,20 +78,22 @@ def _list(config: Config, args: argparse.Namespace) -> int:
 
 
 def _listing(config: Config):  # -> queries.Loaded
-    """queries.load_all for `list` (issue 27: 10,000 tasks): the tasks' cached fields
-    (View.records), the state rows as tuples and each last run's three shown columns."""
+    """queries.load_all for `list` (issue 27: 10,000 tasks): the tasks' listed fields
+    (schedule/listing.py), the state rows as tuples and each last run's three shown columns."""
     from ..schedule.cache import load
     from ..schedule.held import held
+    from ..schedule.listing import listed
     from .queries import Loaded
 
     view = load(config)
-    tasks = view.records()
+    tasks = listed(view)
     states: dict = {}
     last: dict = {}
     holds: dict = {}
     if config.state_exists:
         with state_store(config) as store:
-            states, last, holds = store.state_rows(), store.last_run_briefs(), held(store)
+            states, holds = store.state_rows(), held(store)
+            last = store.last_run_briefs(t.id for t in tasks)
             view.fill_dues(states)  # once after a config change, then cached
             view.save(store)
     view.close()

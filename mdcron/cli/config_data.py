@@ -3,8 +3,8 @@ the tick then neither imports yaml nor runs its parser (~10-15 ms before its fir
 
 flat() parses such a text itself, and gives up (None) on anything else: a nested section, a
 flow collection, a quote, an anchor, a tag, a multi-line value. Its result is used only for a
-text PyYAML was seen to read the same way (values and their types): the first tick that reads
-a text parses it with both and, when they agree, writes the text's tick cache key
+text PyYAML was seen to read the same way (values and their types): the first tick (or command)
+that reads a text parses it with both and, when they agree, writes the text's tick cache key
 (state/idle.py cache_key: a digest of the config's bytes, the code, the version, $HOME) to
 state/config-checked; the ticks after it, and read-only commands, find the key there and use
 flat(). Only the digest is kept: the config's text may hold a password the state must not.
@@ -30,8 +30,9 @@ _FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]+")
 
 def load(home: Path, text: str | None, keep: bool) -> tuple[Config, list[Problem]]:
     """load_config(home) for the config whose text is `text` (fastpath.config_text: '+' and the
-    text, '-' none, None unreadable: load_config reads and reports those); `keep`: a tick,
-    which may write the key of a text both parsers read alike. ConfigError as load_config."""
+    text, '-' none, None unreadable: load_config reads and reports those); `keep`: may write
+    the key of a text both parsers read alike (every command but a dry run: issue 27).
+    ConfigError as load_config."""
     body = _body(text)
     data = flat(body) if body is not None else None
     if data is None:

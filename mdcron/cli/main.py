@@ -299,8 +299,10 @@ def main(argv: Sequence[str] | None = None, *,
     from . import config_data  # lazy: with the config (a flat one is read without yaml)
 
     try:
-        config, warnings = config_data.load(home, text, keep=args.command == "tick"
-                                            and not args.dry_run)
+        # every command keeps the key of a text both parsers read alike (issue 27: a `list`
+        # after a config change paid PyYAML until the next tick); a dry run changes nothing
+        config, warnings = config_data.load(home, text,
+                                            keep=not getattr(args, "dry_run", False))
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"mdcron: {problem}", file=sys.stderr)

@@ -62,9 +62,22 @@ def short_absolute(value: str | float | datetime | None, zone: tzinfo | None,
     # by hand, as strftime("%b %d %H:%M %Z") writes it in the C locale: `list` calls this
     # 20,000 times at 10,000 tasks (issue 27)
     clock = f"{local.hour:02d}:{local.minute:02d} {local.tzname() or ''}"
-    if local.year == to_dt(now).astimezone(zone).year:
+    if local.year == _year(now, zone):
         return f"{_MONTHS[local.month - 1]} {local.day:02d} {clock}"
     return f"{local.year:04d}-{local.month:02d}-{local.day:02d} {clock}"
+
+
+_YEARS: dict[tuple[float, tzinfo | None], int] = {}
+
+
+def _year(now: float, zone: tzinfo | None) -> int:
+    """The year `now` falls in, in `zone`: worked out once per (now, zone), not per cell."""
+    year = _YEARS.get((now, zone))
+    if year is None:
+        if len(_YEARS) > 16:  # a long-lived process (the dashboard) asks at many nows
+            _YEARS.clear()
+        year = _YEARS[(now, zone)] = to_dt(now).astimezone(zone).year
+    return year
 
 
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

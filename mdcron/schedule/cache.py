@@ -428,7 +428,7 @@ def _fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
     if view.db is not None and key is not None:
         try:
             # None: another key, or not sealed (a row was changed behind save()'s back)
-            found = task_cache.read_cache(view.db, key)
+            found = task_cache.read_cache(view.db, key, only)
             view.rebuild = found is None
             rows = found or {}
         except sqlite3.Error:
@@ -438,9 +438,10 @@ def _fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
     for path in sorted(files):
         stat = files[path]
         row = rows.get(path)
-        if (only is not None and row is not None and row[7] != only and row[9] is None
-                and holds(row, stat)):
-            continue
+        if only is not None and row is not None and len(row) == 7:  # another id's short row
+            if holds(row, stat):  # type: ignore[arg-type]
+                continue
+            row = None  # read the file: it may now hold this id
         entry = from_row(row, stat) if row is not None and stat is not None else None
         if entry is None:
             entry = read_entry(path, stat, read_ns, config)

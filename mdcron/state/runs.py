@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from ..core.outcome import Outcome, RunResult
@@ -309,11 +309,18 @@ class RunsTable(Tables):
         rows = self._rows(_LAST_RUNS.format(columns="r.*"))
         return {str(r["task_id"]): r for r in rows}
 
-    def last_run_briefs(self) -> dict[str, RunRow]:
-        """The newest row of each task as {started_at, status, host}: what `list` shows of it
-        (issue 27: 10,000 tasks' three columns, not their whole rows)."""
-        rows = self.connect().execute(_LAST_RUNS.format(
-            columns="r.task_id, r.started_at, r.status, r.host"))
+    def last_run_briefs(self, task_ids: Iterable[str]) -> dict[str, RunRow]:
+        """The newest row of each of these tasks as {started_at, status, host}: what `list`
+        shows of it (issue 27: 10,000 tasks' three columns, not their whole rows; the ids
+        given, not every id the runs table skip-scans for: half the time)."""
+        ids = sorted(set(task_ids))
+        if self.url:  # PostgreSQL: the ids as one array parameter
+            source, arg = "unnest(CAST(? AS text[])) AS i(value)", ids
+        else:
+            source, arg = "json_each(?) AS i", json.dumps(ids)  # type: ignore[assignment]
+        rows = self.connect().execute(
+            "SELECT r.task_id, r.started_at, r.status, r.host FROM " + source + " JOIN runs r"
+            " ON r.id = (SELECT max(id) FROM runs x WHERE x.task_id = i.value)", (arg,))
         return {str(t): {"started_at": at, "status": status, "host": host}
                 for t, at, status, host in rows}
 

@@ -4,7 +4,7 @@ Append a step for every change; never edit a step that has shipped (a user's dat
 went through it).
 """
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Each entry migrates from version i to i+1.
 MIGRATIONS: list[str] = [
@@ -197,6 +197,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX IF NOT EXISTS audit_task ON audit(task_id, id);
     """,
+    # 9: issue 27, the fields `list` reads of a cached task, beside its whole JSON
+    # (task_cache.listing_of: '<crc32> <JSON array>'; NULL: none, the whole JSON is read).
+    """
+    ALTER TABLE task_cache_data ADD COLUMN listing TEXT;
+    """,
 ]
 
 # PostgreSQL (issue 11, pgstate.py): a new database gets this, the schema at version 5, in one
@@ -359,5 +364,8 @@ CREATE TABLE IF NOT EXISTS audit (
     origin TEXT
 );
 CREATE INDEX IF NOT EXISTS audit_task ON audit(task_id, id);
+""",
+    8: """
+SELECT 1; -- 9 adds a column to the task-file cache, which is each host's own SQLite file
 """,
 }

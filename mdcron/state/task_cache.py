@@ -5,6 +5,8 @@ the same rows with its own stdlib-only queries; cache.py decides what to write."
 
 from __future__ import annotations
 
+import json
+import zlib
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -33,16 +35,25 @@ ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, ena
         " next_due, due_last, due_nb, due_zone, due_after FROM task_cache")
 
 
-def read_cache(db: Any, key: str) -> dict[str, CacheRow] | None:
+def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow] | None:
     """The rows by path in one read transaction; None when they belong to another key or were
-    changed behind save()'s back (not sealed): then every file is read again."""
+    changed behind save()'s back (not sealed): then every file is read again. `only` (a task
+    id): the rows of other ids without problems come as their first 7 columns (path to deps,
+    what says whether the row holds), the others whole (issue 27: `show` at 10,000 tasks)."""
     db.execute("BEGIN")
     try:
         meta = read_metas(db, ("cache_key", "cache_sealed"))
         if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
             return None
         new = tuple.__new__  # CacheRow._make without its checks: 10k rows cost no more
-        return {r[0]: new(CacheRow, r) for r in db.execute(ROWS)}
+        if only is None:
+            return {r[0]: new(CacheRow, r) for r in db.execute(ROWS)}
+        rows = {r[0]: r for r in db.execute(
+            "SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps FROM task_cache"
+            " WHERE task_id IS NOT ? AND problems IS NULL", (only,))}
+        rows.update((r[0], new(CacheRow, r)) for r in db.execute(
+            ROWS + " WHERE task_id IS ? OR problems IS NOT NULL", (only,)))
+        return rows  # type: ignore[return-value]  (the short rows: see above)
     finally:
         db.execute("COMMIT")
 
@@ -56,6 +67,27 @@ def cached_task(db: Any, path: str) -> tuple[str, int] | None:
 def cached_tasks(db: Any) -> dict[str, tuple[str, int]]:
     """Every file's (task JSON, crc32) by path, in one query (a whole task set decoded)."""
     return {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, task, crc FROM task_cache_data")}
+
+
+# what `list` reads of a task (cli/queries.list_rows, next_fire, start_offset, the Claude note)
+LISTED = ("id", "title", "schedule", "timezone", "enabled", "disabled_reason", "run_as",
+          "command", "tags", "uses", "after", "path", "jitter")
+
+
+def listing_of(task_json: str) -> str | None:
+    """A cached task's LISTED fields as '<crc32 of the array> <JSON array>' (schema 9), for
+    `list` to decode instead of the whole JSON (issue 27); None when the JSON is not a Task's."""
+    try:
+        data = json.loads(task_json)
+        body = json.dumps([data[name] for name in LISTED], separators=(",", ":"))
+    except (ValueError, TypeError, KeyError):
+        return None
+    return f"{zlib.crc32(body.encode())} {body}"
+
+
+def listings(db: Any) -> dict[str, str | None]:
+    """Every file's listing (listing_of) by path, in one query."""
+    return dict(db.execute("SELECT path, listing FROM task_cache_data"))
 
 
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -80,8 +112,8 @@ def write_cache(db: Any, *, rebuild: bool, drop: Iterable[str], rows: Iterable[t
         "INSERT OR REPLACE INTO task_cache(path, size, mtime_ns, ino, ctime_ns,"
         " read_ns, deps, task_id, enabled, problems, next_due, due_last, due_nb,"
         " due_zone, due_after) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc) VALUES (?, ?, ?)",
-                   data)
+    db.executemany("INSERT OR REPLACE INTO task_cache_data(path, task, crc, listing)"
+                   " VALUES (?, ?, ?, ?)", ((p, t, c, listing_of(t)) for p, t, c in data))
     db.executemany("DELETE FROM task_cache_data WHERE path = ?", ((p,) for p in no_task))
     db.executemany("UPDATE task_cache SET next_due = ?, due_last = ?, due_nb = ?,"
                    " due_zone = ?, due_after = ? WHERE path = ?", dues)
