@@ -19,9 +19,8 @@ its hour field starts with `*` (so @hourly is not fixed, @daily is). Each matchi
     does not fire.
   - w occurs twice (fall back): a fixed-time job fires in the first pass only; any other job
     fires in both passes.
-Fire times come out as aware UTC datetimes, sorted and unique. Cron fields are matched in
-naive wall-clock time, forward by cron_walls.py (stdlib), backward by croniter (imported
-lazily; issue 27: `next` and `show` never load it); wall times are mapped to instants here.
+Fire times come out as aware UTC datetimes, sorted and unique. Cron fields are matched by
+croniter in naive wall-clock time (imported lazily); wall times are mapped to instants here.
 Assumption: a zone's offset changes by less than 3 h at a time and not twice within 3 h.
 """
 
@@ -43,7 +42,6 @@ from mdcron.core.limits import EARLIEST, LATEST, RANGE_TEXT, InstantError, check
 from mdcron.core.units import DurationError, parse_duration
 from mdcron.core.wall_time import ScheduleError, as_utc, first_pass, last_pass, resolve_zone
 
-from .cron_walls import Walls
 from .records import dataclass
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
@@ -127,11 +125,6 @@ def _load_croniter() -> None:
 
 
 @lru_cache(maxsize=512)
-def _walls(spec: str, day_or: bool) -> Walls:
-    return Walls(spec, day_or)
-
-
-@lru_cache(maxsize=512)
 def _croniter_for(spec: str, day_or: bool, thread: int) -> Any:
     _load_croniter()
     from croniter import croniter  # lazy: croniter (~15 ms), see _load_croniter
@@ -189,16 +182,6 @@ class CronSchedule:
         """Walk matching wall times from `start` (up: those > start; down: those <= start) and
         return the first instant(w) beyond t (up: > t; down: <= t). `instant` must be
         monotone in w, which first and last passes are."""
-        if up:  # issue 27: stepped forward without croniter (cron_walls.py, same walls)
-            walls, w = _walls(self.spec, self.day_or), start.replace(microsecond=0)
-            for _ in range(_SCAN_LIMIT):
-                w = walls.after(w)  # type: ignore[assignment]
-                if w is None:
-                    return None
-                u = instant(w)
-                if u is not None and u > t:
-                    return u
-            raise RuntimeError(f"schedule scan for {self.expression!r} did not converge")
         _load_croniter()
         from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), see _load_croniter
 
@@ -362,8 +345,17 @@ def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
     if not day_stars and "*" in (canon[2], canon[4]):
         canon[2] = canon[4] = "*"  # OR with an unrestricted side: every day
     spec = " ".join(canon)
-    if _walls(spec, not day_stars).after(datetime(2000, 1, 1)) is None:  # as croniter found
-        raise _bad(text, "it never fires (no such date in any year)")
+    _load_croniter()
+    from croniter import CroniterBadDateError, CroniterError  # lazy: as in _croniter_for
+
+    try:
+        it = _croniter(spec, not day_stars)
+        it.set_current(datetime(2000, 1, 1))
+        it.get_next(datetime)
+    except CroniterBadDateError:
+        raise _bad(text, "it never fires (no such date in any year)") from None
+    except CroniterError as e:
+        raise _bad(text, str(e)) from None
     fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
     return CronSchedule(text, zone, fixed, spec, not day_stars)
 
