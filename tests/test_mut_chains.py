@@ -410,13 +410,13 @@ def test_next_of_a_chain_whose_head_is_missing_or_circular_ends(config):
     mid = task("mid", "gone")
     tail = task("tail", "mid")
     assert next_lines(config, tail, [mid, tail], NOW) == [
-        "after mid", "mid next fires no further fire time"]
+        "after mid", "mid has no further fire time"]
     a, b = task("a", "b"), task("b", "a")
     assert next_lines(config, a, [a, b], NOW) == [
-        "after b", "b runs after a", "a next fires no further fire time"]
+        "after b", "b runs after a", "a has no further fire time"]
     t = task("t", "a")  # downstream of a cycle it is not part of: the walk still ends
     assert next_lines(config, t, [a, b, t], NOW) == [
-        "after a", "a runs after b", "b runs after a", "a next fires no further fire time"]
+        "after a", "a runs after b", "b runs after a", "a has no further fire time"]
 
 
 # --------------------------------------------------------------- the CLI: tick, why, history

@@ -336,8 +336,10 @@ def next_lines(config: object, task: Task, tasks: list[Task], now: float) -> lis
             lines.append(f"{upstream.id} runs {schedule_text(upstream)}")
             upstream = head
         fire = next_fire(upstream, config, now)  # type: ignore[arg-type]
+        if fire is None:  # a missing or circular head: nothing upstream fires by itself
+            lines.append(f"{upstream.id} has no further fire time")
+            continue
         zone = schedule_zone(upstream, config)
-        when = (to_dt(fire.timestamp()).astimezone(zone).strftime("%Y-%m-%d %H:%M %Z (%a)")
-                if fire else "no further fire time")
+        when = to_dt(fire.timestamp()).astimezone(zone).strftime("%Y-%m-%d %H:%M %Z (%a)")
         lines.append(f"{upstream.id} next fires {when}")
     return lines
