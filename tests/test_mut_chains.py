@@ -855,3 +855,40 @@ def test_a_held_downstream_waits_said_once_then_is_skipped_past_its_window(confi
                         " previous run was still running on this host for longer than the"
                         " chain window (3600 s)")]
         assert hold_back(s, config, [owed], SLOT_0900 + 5, told, said.append) == [owed]
+
+
+def test_why_in_process_for_a_downstream_no_tick_has_seen_counts_from_the_asked_minute(config):
+    """`why` before the first tick that sees the file: that tick will count it from its own
+    minute, so an upstream run before is handled already, not due."""
+    load, = in_home(config, task("load", "extract"))
+    with seen(config) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: its last run (2026-11-23 09:00 UTC) success, already handled;"
+            " waiting for its next success"]
+
+
+def test_why_in_process_names_upstream_runs_from_one_chain_window_before_its_first_minute(
+        config):
+    load, = in_home(config, task("load", "extract", chain_window=HOUR))
+    with seen(config, load, at=SLOT_0900) as s:
+        attempt(s, "extract", SLOT_0900 - HOUR - 0.5, Outcome.SUCCESS, trigger="manual")
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: it has not run since load was first seen"]
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.FAILED, "exit 3")
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: its last run (2026-11-23 08:00 UTC) failed, already handled;"
+            " waiting for its next success"]
+
+
+def test_why_in_process_a_held_downstream_still_records_a_failed_upstream_skipped_first(config):
+    load, = in_home(config, task("load", "extract"))
+    with seen(config, load, at=SLOT_0900 - 2 * HOUR) as s:
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.FAILED, "exit 3")
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        with previous_run_holds(config.home, "load"):
+            assert explain(config, load, AT)[1:] == [
+                "the next tick records it skipped for slot 2026-11-23 08:00 UTC: upstream"
+                " extract failed at 08:00 (exit 3)",
+                "waits for the previous run (still running on this host), then runs for slot"
+                " 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
