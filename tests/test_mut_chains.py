@@ -892,3 +892,25 @@ def test_why_in_process_a_held_downstream_still_records_a_failed_upstream_skippe
                 " extract failed at 08:00 (exit 3)",
                 "waits for the previous run (still running on this host), then runs for slot"
                 " 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
+
+
+FALL_BACK = datetime(2026, 10, 25, 0, 0, tzinfo=UTC).timestamp()  # 03:00 EEST in Riga
+
+
+def test_pending_for_a_fan_in_runs_a_window_not_yet_run_even_if_its_successes_are_older(config):
+    """Riga's clocks go back at 04:00 EEST to 03:00 EET: the half-hour window 03:30-04:00 of
+    the first pass comes BEFORE the window 03:00-03:30 of the second. A tick that finds both
+    (after a pause) runs the first window by wall time, then the other: it reads the
+    upstreams' successes from the chain window before its first minute, not from the last
+    run's slot."""
+    join, = in_home(config, task("join", "x", "y", timezone="Europe/Riga",
+                                 chain_window=1800.0))
+    with seen(config, join, at=FALL_BACK) as s:
+        for task_id, minute in (("x", 45), ("y", 50), ("x", 65), ("y", 70)):
+            attempt(s, task_id, FALL_BACK + minute * 60, Outcome.SUCCESS)
+        reason = "upstreams x, y all succeeded"
+        assert pending_for(s, config, [join]) == [
+            Pending(join, "run", FALL_BACK + 70 * 60, reason)]  # 03:10 EET
+        s.claim_slots([("join", FALL_BACK + 70 * 60, None, "join.md")], FALL_BACK, OWNER)
+        assert pending_for(s, config, [join]) == [
+            Pending(join, "run", FALL_BACK + 50 * 60, reason)]  # 03:50 EEST
