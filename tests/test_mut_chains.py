@@ -367,6 +367,18 @@ def test_a_slot_still_rerunning_is_running_and_else_its_last_attempt_tells(store
         UpSlot("a", SLOT_0900 + HOUR, "timeout", "timeout after 600 s")]
 
 
+def test_a_success_or_a_running_row_decides_its_slot_whatever_row_comes_after(store):
+    """The rule as upstream_slots states it, not only "the last row": a success anywhere in
+    the slot's rows makes it succeeded, else a row still running makes it running."""
+    attempt(store, "a", SLOT_0900, Outcome.SUCCESS)
+    attempt(store, "a", SLOT_0900, Outcome.FAILED, "exit 3", attempt_no=2, kind="retry")
+    attempt(store, "a", SLOT_0900 + HOUR, None)
+    attempt(store, "a", SLOT_0900 + HOUR, Outcome.CRASHED, "crashed", attempt_no=2,
+            kind="retry")
+    assert upstream_slots(store, ["a"], 0.0)["a"] == [
+        UpSlot("a", SLOT_0900, "success", None), UpSlot("a", SLOT_0900 + HOUR, "running", None)]
+
+
 def test_upstream_slots_per_task_in_slot_order_after_the_floor(store):
     attempt(store, "b", SLOT_0900 + HOUR, Outcome.SUCCESS)
     attempt(store, "b", SLOT_0900, Outcome.FAILED, "exit 1")
