@@ -926,3 +926,15 @@ def test_pending_for_a_fan_in_runs_a_window_not_yet_run_even_if_its_successes_ar
         s.claim_slots([("join", FALL_BACK + 70 * 60, None, "join.md")], FALL_BACK, OWNER)
         assert pending_for(s, config, [join]) == [
             Pending(join, "run", FALL_BACK + 50 * 60, reason)]  # 03:50 EEST
+
+
+def test_pending_for_waits_on_a_failed_upstream_slot_while_its_ladder_still_goes(config):
+    """The upstream's attempt failed but its lock is still held (a retry or heal to come):
+    the downstream is not skipped yet; once the lock is free the slot is skipped."""
+    load, = in_home(config, task("load", "extract"))
+    with seen(config, load, at=SLOT_0900) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.FAILED, "exit 3")
+        with previous_run_holds(config.home, "extract"):
+            assert pending_for(s, config, [load]) == []
+        assert pending_for(s, config, [load]) == [
+            Pending(load, "skip", SLOT_0900, "upstream extract failed at 09:00 (exit 3)")]
