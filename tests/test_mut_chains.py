@@ -21,6 +21,7 @@ import pytest
 from conftest import SCHEDULER, run_cli
 
 from mdcron.core.outcome import Outcome, RunResult
+from mdcron.core.records import replace
 from mdcron.run.locks import LockInfo, TaskLock, boot_id, lock_path, process_start_time
 from mdcron.schedule.chains import (
     Pending,
@@ -28,7 +29,11 @@ from mdcron.schedule.chains import (
     check_graph,
     decide_many,
     decide_one,
+    explain,
+    hold_back,
     next_lines,
+    pending_for,
+    previous_run,
     schedule_text,
     upstream_slots,
     window_of,
@@ -362,6 +367,18 @@ def test_a_slot_still_rerunning_is_running_and_else_its_last_attempt_tells(store
         UpSlot("a", SLOT_0900 + HOUR, "timeout", "timeout after 600 s")]
 
 
+def test_a_success_or_a_running_row_decides_its_slot_whatever_row_comes_after(store):
+    """The rule as upstream_slots states it, not only "the last row": a success anywhere in
+    the slot's rows makes it succeeded, else a row still running makes it running."""
+    attempt(store, "a", SLOT_0900, Outcome.SUCCESS)
+    attempt(store, "a", SLOT_0900, Outcome.FAILED, "exit 3", attempt_no=2, kind="retry")
+    attempt(store, "a", SLOT_0900 + HOUR, None)
+    attempt(store, "a", SLOT_0900 + HOUR, Outcome.CRASHED, "crashed", attempt_no=2,
+            kind="retry")
+    assert upstream_slots(store, ["a"], 0.0)["a"] == [
+        UpSlot("a", SLOT_0900, "success", None), UpSlot("a", SLOT_0900 + HOUR, "running", None)]
+
+
 def test_upstream_slots_per_task_in_slot_order_after_the_floor(store):
     attempt(store, "b", SLOT_0900 + HOUR, Outcome.SUCCESS)
     attempt(store, "b", SLOT_0900, Outcome.FAILED, "exit 1")
@@ -681,3 +698,243 @@ def test_run_of_a_chain_head_gives_its_downstreams_the_same_self_heal(home, writ
             f"self-heal not attempted: {task_id} was healed 0 time(s) in the last 24 h"), notes
         assert notes[task_id].endswith("; started by manual run 1"), notes
     assert notes["extract"] is None
+
+
+# --------------------------------------------------------------- why, in-process (explain)
+# The same answers as `why <downstream>` above, from explain() on a real SQLite state: quick,
+# so a wrong line is caught without starting the CLI.
+
+AT = SLOT_0900 + 60  # `why --at 09:01`
+
+
+def in_home(config, *tasks: Task) -> list[Task]:
+    """The tasks as files of the config's home (explain names the file)."""
+    return [replace(t, path=config.tasks_dir / f"{t.id}.md") for t in tasks]
+
+
+def seen(config, *tasks: Task, at: float = SLOT_0900 - 60) -> Store:
+    """A state in which a tick at `at` saw these tasks."""
+    store = Store(config.db_path)
+    store.observe([(t.id, t.enabled, str(t.path)) for t in tasks], at)
+    return store
+
+
+def test_why_in_process_before_any_state_and_for_a_disabled_task(config):
+    one, join, off = in_home(config, task("load", "extract"),
+                             task("join", "extract", "b", chain_window=21600.0),
+                             task("off", "extract", enabled=False))
+    assert explain(config, one, AT) == [
+        "load (load.md): runs after extract, once per successful upstream run, for the"
+        " upstream's slot", "waiting for extract: nothing has run yet"]
+    assert explain(config, join, AT) == [
+        "join (join.md): runs after extract, b (all within 21600 s windows)",
+        "waiting for extract, b: nothing has run yet"]
+    assert explain(config, off, AT)[1:] == [
+        "not due: the task is disabled; `enable off` turns it on"]
+
+
+def test_why_in_process_names_upstreams_not_run_running_and_handled(config):
+    load, join = in_home(config, task("load", "extract"), task("join", "extract", "b"))
+    with seen(config, load, join) as s:
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: it has not run since load was first seen"]
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.FAILED, "exit 3")
+        attempt(s, "extract", SLOT_0900, None)
+        attempt(s, "b", SLOT_0900, Outcome.SUCCESS)
+        s.observe([(join.id, True, str(join.path))], AT)
+        assert explain(config, join, AT)[1:] == [
+            "waiting for extract: its run for 2026-11-23 09:00 UTC is still going",
+            "waiting for b: its last run (2026-11-23 09:00 UTC) success, already handled;"
+            " waiting for its next success"]
+
+
+def test_why_in_process_says_due_or_skipped_with_the_slot_in_the_tasks_zone(config):
+    load, = in_home(config, task("load", "extract", timezone="Europe/Riga"))
+    with seen(config, load) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.FAILED, "exit 3")
+        attempt(s, "extract", SLOT_0900 + HOUR, Outcome.SUCCESS)
+        assert explain(config, load, AT + HOUR)[1:] == [
+            "the next tick records it skipped for slot 2026-11-23 11:00 EET: upstream extract"
+            " failed at 11:00 (exit 3)",
+            "due: runs for slot 2026-11-23 12:00 EET: upstream extract succeeded at 12:00"]
+
+
+def test_why_in_process_after_a_claim_names_it_and_the_last_upstream_run(config):
+    load, = in_home(config, task("load", "extract"))
+    with seen(config, load, at=SLOT_0900 - 2 * HOUR) as s:
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.FAILED, "exit 3")
+        attempt(s, "load", SLOT_0900 - HOUR, Outcome.SKIPPED, "upstream extract failed")
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        attempt(s, "load", SLOT_0900, Outcome.SUCCESS)
+        assert explain(config, load, AT)[1:] == [
+            "last claimed slot: 2026-11-23 09:00 UTC",
+            "waiting for extract: its last run (2026-11-23 09:00 UTC) success, already handled;"
+            " waiting for its next success"]
+
+
+def test_why_in_process_counts_a_fan_in_from_its_first_minute(config):
+    """Added at 09:01 after both upstreams ran at 09:00 (within its window): not due, and
+    their runs are named as handled, not as never run."""
+    join, = in_home(config, task("join", "extract", "b", chain_window=6 * HOUR))
+    with Store(config.db_path) as s:
+        s.observe([("extract", True, "extract.md"), ("b", True, "b.md")], SLOT_0900 - 60)
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        attempt(s, "b", SLOT_0900, Outcome.SUCCESS)
+        s.observe([(join.id, True, str(join.path))], AT)
+        assert explain(config, join, AT)[1:] == [
+            "waiting for extract: its last run (2026-11-23 09:00 UTC) success, already handled;"
+            " waiting for its next success",
+            "waiting for b: its last run (2026-11-23 09:00 UTC) success, already handled;"
+            " waiting for its next success"]
+        attempt(s, "extract", SLOT_0900 + HOUR, Outcome.SUCCESS)
+        attempt(s, "b", SLOT_0900 + 2 * HOUR, Outcome.SUCCESS)
+        assert explain(config, join, SLOT_0900 + 3 * HOUR)[1:] == [
+            "due: runs for slot 2026-11-23 11:00 UTC: upstreams extract, b all succeeded"]
+
+
+def test_why_in_process_says_a_held_downstream_waits_for_its_previous_run(config):
+    load, = in_home(config, task("load", "extract"))
+    with seen(config, load) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        with previous_run_holds(config.home, "load"):
+            assert explain(config, load, AT)[1:] == [
+                "waits for the previous run (still running on this host), then runs for slot"
+                " 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
+        assert explain(config, load, AT)[1:] == [
+            "due: runs for slot 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
+
+
+# --------------------------------------------------------------- the tick's choice, in-process
+
+
+def test_pending_for_counts_each_chained_enabled_task_from_its_first_minute(config):
+    load, late, off, other, plain = in_home(
+        config, task("load", "extract"), task("late", "extract"),
+        task("off", "extract", enabled=False), task("other", "extract"), task("plain"))
+    with seen(config, load, off, other, plain, at=SLOT_0900) as s:
+        s.observe([(late.id, True, str(late.path))], SLOT_0900 + 60)
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.SUCCESS)  # before any was seen
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)  # the minute they were first seen
+        got = pending_for(s, config, [load, late, off, other, plain], skip_ids={"other"})
+        assert got == [Pending(load, "run", SLOT_0900, "upstream extract succeeded at 09:00")]
+        assert pending_for(s, config, [off, plain]) == []
+        s.claim_slots([("load", SLOT_0900, None, "load.md")], SLOT_0900, OWNER)
+        attempt(s, "extract", SLOT_0900 + HOUR, Outcome.FAILED, "exit 2")
+        assert pending_for(s, config, [load]) == [
+            Pending(load, "skip", SLOT_0900 + HOUR, "upstream extract failed at 10:00 (exit 2)")]
+
+
+def test_pending_for_a_task_the_state_has_not_seen_counts_every_upstream_run(config):
+    """The tick observes a new task before it asks (its first minute is then now); without
+    a recorded state every recorded upstream run counts."""
+    load, = in_home(config, task("load", "extract"))
+    with seen(config) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        assert pending_for(s, config, [load]) == [
+            Pending(load, "run", SLOT_0900, "upstream extract succeeded at 09:00")]
+
+
+def test_pending_for_a_fan_in_sees_successes_from_its_first_minute_on(config):
+    join, = in_home(config, task("join", "extract", "b", chain_window=HOUR))
+    with seen(config, join, at=SLOT_0900) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        attempt(s, "b", SLOT_0900 + 1800, Outcome.SUCCESS)
+        assert pending_for(s, config, [join]) == [
+            Pending(join, "run", SLOT_0900 + 1800, "upstreams extract, b all succeeded")]
+        own = {"join": state("join", not_before=SLOT_0900 + 60)}  # as `why` observes it
+        assert pending_for(s, config, [join], states=own) == []
+
+
+def test_a_held_downstream_waits_said_once_then_is_skipped_past_its_window(config):
+    load = task("load", "extract", chain_window=HOUR)
+    owed = Pending(load, "run", SLOT_0900, "upstream extract succeeded at 09:00")
+    failed = Pending(load, "skip", SLOT_0900 + 60, "upstream extract failed at 09:01")
+    said: list[str] = []
+    told: set[tuple[str, float]] = set()
+    with seen(config) as s:
+        assert previous_run(s, config, "load") is None
+        with previous_run_holds(config.home, "load"):
+            assert previous_run(s, config, "load") == "still running on this host"
+            assert hold_back(s, config, [owed, failed], SLOT_0900 + 5, told, said.append) == [
+                failed]
+            assert hold_back(s, config, [owed], SLOT_0900 + HOUR, told, said.append) == []
+            assert said == [
+                "load: waits for the previous run (still running on this host) before its run"
+                " for 2026-11-23 09:00 UTC (upstream extract succeeded at 09:00); not claimed"
+                " yet"]
+            assert hold_back(s, config, [owed], SLOT_0900 + HOUR + 1, told, said.append) == [
+                Pending(load, "skip", SLOT_0900, "upstream extract succeeded at 09:00, but the"
+                        " previous run was still running on this host for longer than the"
+                        " chain window (3600 s)")]
+        assert hold_back(s, config, [owed], SLOT_0900 + 5, told, said.append) == [owed]
+
+
+def test_why_in_process_for_a_downstream_no_tick_has_seen_counts_from_the_asked_minute(config):
+    """`why` before the first tick that sees the file: that tick will count it from its own
+    minute, so an upstream run before is handled already, not due."""
+    load, = in_home(config, task("load", "extract"))
+    with seen(config) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: its last run (2026-11-23 09:00 UTC) success, already handled;"
+            " waiting for its next success"]
+
+
+def test_why_in_process_names_upstream_runs_from_one_chain_window_before_its_first_minute(
+        config):
+    load, = in_home(config, task("load", "extract", chain_window=HOUR))
+    with seen(config, load, at=SLOT_0900) as s:
+        attempt(s, "extract", SLOT_0900 - HOUR - 0.5, Outcome.SUCCESS, trigger="manual")
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: it has not run since load was first seen"]
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.FAILED, "exit 3")
+        assert explain(config, load, AT)[1:] == [
+            "waiting for extract: its last run (2026-11-23 08:00 UTC) failed, already handled;"
+            " waiting for its next success"]
+
+
+def test_why_in_process_a_held_downstream_still_records_a_failed_upstream_skipped_first(config):
+    load, = in_home(config, task("load", "extract"))
+    with seen(config, load, at=SLOT_0900 - 2 * HOUR) as s:
+        attempt(s, "extract", SLOT_0900 - HOUR, Outcome.FAILED, "exit 3")
+        attempt(s, "extract", SLOT_0900, Outcome.SUCCESS)
+        with previous_run_holds(config.home, "load"):
+            assert explain(config, load, AT)[1:] == [
+                "the next tick records it skipped for slot 2026-11-23 08:00 UTC: upstream"
+                " extract failed at 08:00 (exit 3)",
+                "waits for the previous run (still running on this host), then runs for slot"
+                " 2026-11-23 09:00 UTC: upstream extract succeeded at 09:00"]
+
+
+FALL_BACK = datetime(2026, 10, 25, 0, 0, tzinfo=UTC).timestamp()  # 03:00 EEST in Riga
+
+
+def test_pending_for_a_fan_in_runs_a_window_not_yet_run_even_if_its_successes_are_older(config):
+    """Riga's clocks go back at 04:00 EEST to 03:00 EET: the half-hour window 03:30-04:00 of
+    the first pass comes BEFORE the window 03:00-03:30 of the second. A tick that finds both
+    (after a pause) runs the first window by wall time, then the other: it reads the
+    upstreams' successes from the chain window before its first minute, not from the last
+    run's slot."""
+    join, = in_home(config, task("join", "x", "y", timezone="Europe/Riga",
+                                 chain_window=1800.0))
+    with seen(config, join, at=FALL_BACK) as s:
+        for task_id, minute in (("x", 45), ("y", 50), ("x", 65), ("y", 70)):
+            attempt(s, task_id, FALL_BACK + minute * 60, Outcome.SUCCESS)
+        reason = "upstreams x, y all succeeded"
+        assert pending_for(s, config, [join]) == [
+            Pending(join, "run", FALL_BACK + 70 * 60, reason)]  # 03:10 EET
+        s.claim_slots([("join", FALL_BACK + 70 * 60, None, "join.md")], FALL_BACK, OWNER)
+        assert pending_for(s, config, [join]) == [
+            Pending(join, "run", FALL_BACK + 50 * 60, reason)]  # 03:50 EEST
+
+
+def test_pending_for_waits_on_a_failed_upstream_slot_while_its_ladder_still_goes(config):
+    """The upstream's attempt failed but its lock is still held (a retry or heal to come):
+    the downstream is not skipped yet; once the lock is free the slot is skipped."""
+    load, = in_home(config, task("load", "extract"))
+    with seen(config, load, at=SLOT_0900) as s:
+        attempt(s, "extract", SLOT_0900, Outcome.FAILED, "exit 3")
+        with previous_run_holds(config.home, "extract"):
+            assert pending_for(s, config, [load]) == []
+        assert pending_for(s, config, [load]) == [
+            Pending(load, "skip", SLOT_0900, "upstream extract failed at 09:00 (exit 3)")]
