@@ -936,5 +936,8 @@ def test_pending_for_waits_on_a_failed_upstream_slot_while_its_ladder_still_goes
         attempt(s, "extract", SLOT_0900, Outcome.FAILED, "exit 3")
         with previous_run_holds(config.home, "extract"):
             assert pending_for(s, config, [load]) == []
+            assert explain(config, load, AT)[1:] == [
+                "waiting for extract: its run for 2026-11-23 09:00 UTC failed, and its retry or"
+                " self-heal is still running on this host"]
         assert pending_for(s, config, [load]) == [
             Pending(load, "skip", SLOT_0900, "upstream extract failed at 09:00 (exit 3)")]

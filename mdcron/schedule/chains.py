@@ -292,6 +292,9 @@ def explain(config: object, task: Task, at: float) -> list[str]:
         todo = pending_for(store, config, [task], states={task.id: state})
         ups = upstream_slots(store, task.after, state.not_before - 1e-6 - task.chain_window)
         busy = previous_run(store, config, task.id) if todo else None
+        # an upstream whose last attempt failed but whose ladder still runs (its lock held: a
+        # retry or self-heal to come) is not handled yet: pending_for waits for it
+        going = {} if todo else {up: previous_run(store, config, up) for up in task.after}
     for p in todo:
         verb = "due: runs" if p.action == "run" else "the next tick records it skipped"
         if p.action == "run" and busy is not None:
@@ -305,6 +308,9 @@ def explain(config: object, task: Task, at: float) -> list[str]:
             elif last[0].status == "running":
                 lines.append(f"waiting for {up}: its run for {_when(last[0].slot, zone)} is"
                              " still going")
+            elif last[0].status != "success" and going.get(up):
+                lines.append(f"waiting for {up}: its run for {_when(last[0].slot, zone)}"
+                             f" {last[0].status}, and its retry or self-heal is {going[up]}")
             else:
                 lines.append(f"waiting for {up}: its last run ({_when(last[0].slot, zone)}) "
                              f"{last[0].status}, already handled; waiting for its next success")
