@@ -34,12 +34,12 @@ from ..core.records import dataclass
 from ..core.units import format_duration
 from ..tasks.task import Task
 from .exit_time import zombie_end
-from .gate import Gate, gated
 from .identity import Switch
 from .process_group import KILL_SETTLE, group_alive, in_group, signal_group
 from .process_group import kill_process_group as kill_process_group
 from .proctree import Tree, describe
 from .run_output import Output
+from .start_gate import StartGate, gated
 
 READ_CHUNK = 64 * 1024
 CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
@@ -155,7 +155,7 @@ def run_command(
     `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
     start = time.monotonic()
     out = Output(log_path, max_log_bytes, tail_bytes, log_root)
-    gate = Gate() if gated(spec, tree) else None
+    gate = StartGate() if gated(spec, tree) else None
     try:
         proc = subprocess.Popen(
             gate.argv(spec.argv) if gate else spec.argv,

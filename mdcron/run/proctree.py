@@ -227,8 +227,8 @@ class Tree:
         return join
 
     def join(self, pid: int) -> None:
-        """Put a started process into the run's cgroup from the tick (gate.py: it has not run
-        the task's command yet); started() then sees whether that worked."""
+        """Put a started process into the run's cgroup from the tick (start_gate.py: it does
+        not run the task's command yet); started() then sees whether that worked."""
         if self._procs_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self._procs_fd, str(pid).encode())

@@ -5,9 +5,9 @@ that tick left running, kills it and frees the lock; the crash reason says the t
 started and names what was killed. The gap is a few milliseconds: the test watches the real
 lock record and kills the tick the moment it names the mark and no process group yet, and tries
 again (a new home) when the kill landed before the fork or after the record. Where the tick
-makes a cgroup per run, a shell task waits at its gate (run/gate.py) until the record names its
-group: there the gap leaves nothing that ran (the last test); the mark's recovery is tested with
-cgroups off.
+makes a cgroup per run, a shell task waits at its gate (run/start_gate.py) until the record
+names its group: there the gap leaves nothing that ran (the last test); the mark's recovery is
+tested with cgroups off.
 """
 
 from __future__ import annotations
@@ -139,9 +139,9 @@ def test_a_record_with_a_mark_and_no_group_is_ended_through_the_mark(home: Path)
 
 
 def test_a_gated_task_whose_tick_died_in_the_gap_never_runs(tmp_path: Path) -> None:
-    """With a cgroup per run, a shell task waits at its gate (run/gate.py) until the lock names
-    its group: a tick killed in between leaves a gate that reads end of file and exits; the
-    command never ran, and the next tick records the run crashed and frees the lock."""
+    """With a cgroup per run, a shell task waits at its gate (run/start_gate.py) until the lock
+    names its group: a tick killed in between leaves a gate that reads end of file and exits;
+    the command never ran, and the next tick records the run crashed and frees the lock."""
     from mdcron.run.proctree import cgroup_base
 
     if cgroup_base() is None:

@@ -1,5 +1,6 @@
-"""run/gate.py and the run loop's wait for the leader (issue 27: 100 due tasks on time), with
-real processes, a real cgroup (skipped where the machine gives the tick none) and real pipes."""
+"""run/start_gate.py and the run loop's wait for the leader (issue 27: 100 due tasks on
+time), with real processes, a real cgroup (skipped where the machine gives the tick none) and
+real pipes."""
 
 from __future__ import annotations
 

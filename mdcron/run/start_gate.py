@@ -41,7 +41,7 @@ def gated(spec: CommandSpec, tree: Tree | None) -> bool:
             and spec.argv[0] == SHELL and spec.argv[1] == "-c")
 
 
-class Gate:
+class StartGate:
     """The pipe the gate reads its go from; read_end becomes its stdin."""
 
     def __init__(self) -> None:
