@@ -40,6 +40,7 @@ from .process_group import kill_process_group as kill_process_group
 from .proctree import Tree, describe
 from .run_output import Output
 from .start_gate import StartGate, gated
+from .start_order import started
 
 READ_CHUNK = 64 * 1024
 CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
@@ -196,6 +197,7 @@ def run_command(
             on_start(proc.pid)
         if gate is not None:
             gate.open()  # the lock names the group, the leader is in its cgroup: now it runs
+        started()  # the next worker's turn to start its process (start_order.py)
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
         if gate is not None:
