@@ -117,3 +117,21 @@ def test_a_leader_whose_pipes_closed_early_is_seen_ending_at_once(tmp_path):
         assert result.outcome is Outcome.SUCCESS
         late.append(returned - float(stamp.read_text()))
     assert statistics.mean(late) < 0.015, [f"{x * 1000:.1f} ms" for x in late]
+
+
+def test_a_gate_killed_before_its_go_is_a_run_killed_not_an_error(tmp_path):
+    """Someone kills the leader while it waits at its gate: the run ends "killed by SIGKILL",
+    as a command killed at once would, not with an internal error from the go."""
+    import signal
+
+    tree = a_tree(5)
+
+    def on_start(pid: int) -> None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead (not reaped) before the go
+
+    result = run(tmp_path, "echo never", tree, on_start=on_start)
+    assert result.outcome is Outcome.FAILED
+    assert result.fail_reason == "killed by SIGKILL"
+    assert "never" not in result.output_tail
+    remove_cgroup(tree.cgroup)

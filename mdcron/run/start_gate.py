@@ -64,6 +64,8 @@ class StartGate:
         if fd is not None:
             try:
                 os.write(fd, b"go\n")
+            except OSError:
+                pass  # the gate is gone already (killed): the run loop reads how it ended
             finally:
                 os.close(fd)
 
