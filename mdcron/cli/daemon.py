@@ -44,12 +44,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import safe_fs
-from ..run.locks import boot_id, process_start_time
+from ..core.lock_info import boot_id, process_start_time
 from ..run.procguard import become_subreaper
 from ..settings.config import ConfigError, load_config
 from .daemon_clock import Planner, nap
 from .daemon_lock import AlreadyRunning, DaemonLock
-from .daemon_stop import kill_ticks
 from .daemon_ticks import TickChildren
 
 
@@ -184,6 +183,10 @@ class Daemon:
                 break
             self._wait(min(left, 0.2))
         if len(children):
+            # lazy: only a stop that outlasts the grace kills; the idle daemon keeps no run/
+            # process, proctree or state store in memory for it
+            from .daemon_stop import kill_ticks
+
             kill_ticks(children, self.home, self.kill_grace, self.log)
         self.log("stopped")
         return 0
