@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from conftest import SCHEDULER, run_cli
 
-from mdcron.cli.daemon import (
+from mdcron.cli.daemon import format_line
+from mdcron.cli.daemon_clock import (
     JUMP,
     MAX_NAP,
     PAST_BOUNDARY,
     Planner,
-    format_line,
     minute_of,
     nap,
 )

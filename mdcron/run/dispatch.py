@@ -24,6 +24,7 @@ from .attempt import RunContext
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
+from .start_order import StartOrder
 from .waits import Gate
 
 
@@ -56,13 +57,15 @@ def run_all(
     if waiting and workers > slots:  # issue 26: a waiting ladder gives its slot back (waits.py)
         ctx = replace(ctx, gate=Gate(slots))
 
+    order = StartOrder(workers)  # issue 27: the first round starts its processes in turns
     mine = store if workers == 1 and store is not None and not store.url else None
 
     def one(item: tuple[Task, int]) -> LadderOutcome:
         if ctx.gate is None:
-            outcome = run_one(ctx, item, say, healer, mine)
+            with order.turn():
+                outcome = run_one(ctx, item, say, healer, mine)
         else:
-            with ctx.gate:
+            with ctx.gate, order.turn():
                 outcome = run_one(ctx, item, say, healer, mine)
         if on_end is not None:  # issue 27: a downstream starts at once
             try:

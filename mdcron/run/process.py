@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import math
 import os
+import select
 import selectors
 import shlex
 import signal
@@ -38,6 +39,8 @@ from .process_group import KILL_SETTLE, group_alive, in_group, signal_group
 from .process_group import kill_process_group as kill_process_group
 from .proctree import Tree, describe
 from .run_output import Output
+from .start_gate import StartGate, gated
+from .start_order import started
 
 READ_CHUNK = 64 * 1024
 CLEANUP_GRACE = 1.0  # TERM → KILL for processes left behind by a leader that exited
@@ -153,21 +156,24 @@ def run_command(
     `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
     start = time.monotonic()
     out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+    gate = StartGate() if gated(spec, tree) else None
     try:
         proc = subprocess.Popen(
-            spec.argv,
+            gate.argv(spec.argv) if gate else spec.argv,
             cwd=spec.cwd,
             env=spec.env,
-            stdin=subprocess.DEVNULL,
+            stdin=gate.read_end if gate else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             close_fds=True,
-            preexec_fn=_preexec(tree, spec.preexec),
+            preexec_fn=None if gate else _preexec(tree, spec.preexec),
             **_account_args(spec.switch),
         )
     except OSError as exc:
+        if gate is not None:
+            gate.close()
         if tree is not None:
             tree.close()
         reason = _start_failure(exc, spec)
@@ -181,14 +187,21 @@ def run_command(
             log_path=log_path if out.opened else None,
             log_truncated=out.error is not None,
         )
+    if gate is not None:
+        gate.started(proc.pid, tree)  # type: ignore[arg-type]  # the cgroup joined, from here
     if tree is not None:
         tree.started(proc.pid)
     run = _Run(proc, spec, out, kill_grace, start, tree)
     try:
         if on_start is not None:
             on_start(proc.pid)
+        if gate is not None:
+            gate.open()  # the lock names the group, the leader is in its cgroup: now it runs
+        started()  # the next worker's turn to start its process (start_order.py)
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
+        if gate is not None:
+            gate.close()  # never opened: the leader exits GATE_CLOSED without running it
         run.close()
         out.finish()
         raise
@@ -216,6 +229,7 @@ class _Run:
         self.sent_kill = False  # the group outlived TERM + grace
         self.leftovers = False
         self.sel = selectors.DefaultSelector()
+        self.pidfd: int | None = None  # opened once the pipes closed before the leader's exit
         assert proc.stdout is not None and proc.stderr is not None
         self.sel.register(proc.stdout, selectors.EVENT_READ, True)
         self.sel.register(proc.stderr, selectors.EVENT_READ, False)
@@ -299,7 +313,10 @@ class _Run:
 
     def _read(self, timeout: float) -> None:
         if not self.sel.get_map():
-            time.sleep(timeout)
+            if self.rc is None:
+                self._exit_or(timeout)
+            else:
+                time.sleep(timeout)
             return
         for key, _ in self.sel.select(timeout):
             try:
@@ -312,8 +329,27 @@ class _Run:
                 self.sel.unregister(key.fileobj)
                 key.fileobj.close()  # type: ignore[union-attr]
 
+    def _exit_or(self, timeout: float) -> None:
+        """Its pipes closed, the leader still running: wait up to `timeout` for its exit, woken
+        by it (a pidfd; not reaped: the loop polls), not a whole POLL after it."""
+        if self.pidfd is None:
+            try:
+                self.pidfd = os.pidfd_open(self.proc.pid)
+            except (OSError, AttributeError):  # gone already, or a kernel before 5.3
+                self.pidfd = -1
+        if self.pidfd < 0:
+            time.sleep(timeout)
+            return
+        try:
+            select.select([self.pidfd], [], [], timeout)
+        except InterruptedError:
+            pass
+
     def close(self) -> None:
         """Close the pipes; if the loop did not finish (an exception), kill the group."""
+        if self.pidfd is not None and self.pidfd >= 0:
+            os.close(self.pidfd)
+        self.pidfd = None
         for key in list(self.sel.get_map().values()):
             self.sel.unregister(key.fileobj)
             key.fileobj.close()  # type: ignore[union-attr]

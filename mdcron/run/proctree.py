@@ -226,6 +226,13 @@ class Tree:
 
         return join
 
+    def join(self, pid: int) -> None:
+        """Put a started process into the run's cgroup from the tick (start_gate.py: it does
+        not run the task's command yet); started() then sees whether that worked."""
+        if self._procs_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._procs_fd, str(pid).encode())
+
     def started(self, pid: int) -> None:
         """The leader runs (exec done): note it, and check that it joined the cgroup; if it
         could not (a cgroup tree that refuses it), the mark and parent links take over."""

@@ -4,7 +4,10 @@ The lock record names the run's mark (and cgroup) before the spawn, so the next 
 that tick left running, kills it and frees the lock; the crash reason says the task may have
 started and names what was killed. The gap is a few milliseconds: the test watches the real
 lock record and kills the tick the moment it names the mark and no process group yet, and tries
-again (a new home) when the kill landed before the fork or after the record.
+again (a new home) when the kill landed before the fork or after the record. Where the tick
+makes a cgroup per run, a shell task waits at its gate (run/start_gate.py) until the record
+names its group: there the gap leaves nothing that ran (the last test); the mark's recovery is
+tested with cgroups off.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from faultlib import BEFORE, NOW, held_locks, pid_alive, render_task, run_cli, runs, start_tick
 
 NEXT = "2026-11-23T10:00:30+00:00"
@@ -29,11 +33,15 @@ def _record(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _kill_in_the_gap(home: Path) -> tuple[int | None, dict | None]:
+NO_CGROUP = {"MDCRON_CGROUP": "off"}  # no gate: the task runs from its spawn on (the mark's case)
+
+
+def _kill_in_the_gap(home: Path, env: dict[str, str] | None = NO_CGROUP,
+                     wait: float = 3) -> tuple[int | None, dict | None]:
     """Run a tick and SIGKILL it once the lock record has a mark and no pgid. (the task's pid
     when it was spawned and the record still names no process group, that record)."""
     pid_file, lock = home / "pid", home / "state" / "locks" / "long.lock"
-    tick = start_tick(home, NOW)
+    tick = start_tick(home, NOW, env=env)
     give_up = time.monotonic() + 60
     caught = False
     while tick.poll() is None and time.monotonic() < give_up:
@@ -45,10 +53,10 @@ def _kill_in_the_gap(home: Path) -> tuple[int | None, dict | None]:
             break
     tick.send_signal(signal.SIGKILL)
     tick.communicate()
-    spawned = time.monotonic() + 3  # if the fork happened, the shell says so at once
+    spawned = time.monotonic() + wait  # if the fork happened, the shell says so at once
     while not (pid_file.exists() and pid_file.read_text().strip()):
         if time.monotonic() > spawned:
-            return None, None
+            return None, _record(lock) if caught else None
         time.sleep(0.01)
     return int(pid_file.read_text()), _record(lock) if caught else None
 
@@ -73,7 +81,7 @@ def test_a_tick_killed_between_spawn_and_record_leaves_nothing_running(tmp_path:
                                 f" {TRIES} tries (before the fix the record has no mark then)")
     try:
         assert pid_alive(orphan) and held_locks(home) == ["long"]
-        out = run_cli(home, "tick", "--now", NEXT)
+        out = run_cli(home, "tick", "--now", NEXT, env=NO_CGROUP)
         assert "Traceback" not in out.stderr, out.stderr
         deadline = time.monotonic() + 30
         while pid_alive(orphan) and time.monotonic() < deadline:
@@ -128,3 +136,38 @@ def test_a_record_with_a_mark_and_no_group_is_ended_through_the_mark(home: Path)
             tick.communicate()
         if orphan is not None and pid_alive(orphan):
             os.kill(orphan, signal.SIGKILL)
+
+
+def test_a_gated_task_whose_tick_died_in_the_gap_never_runs(tmp_path: Path) -> None:
+    """With a cgroup per run, a shell task waits at its gate (run/start_gate.py) until the lock
+    names its group: a tick killed in between leaves a gate that reads end of file and exits;
+    the command never ran, and the next tick records the run crashed and frees the lock."""
+    from mdcron.run.proctree import cgroup_base
+
+    if cgroup_base() is None:
+        pytest.skip("this machine gives the tick no writable cgroup v2 (no gate then)")
+    for attempt in range(TRIES):
+        home = tmp_path / f"home{attempt}"
+        (home / "tasks").mkdir(parents=True)
+        (home / "tasks" / "long.md").write_text(render_task(
+            "long", schedule="0 10 * * *", timeout=600,
+            command=f"echo $$ > {home / 'pid'}; exec sleep 300"))
+        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        ran, record = _kill_in_the_gap(home, env=None, wait=1)
+        if record is not None and record.get("pgid") is None:
+            print(f"caught in the gap at try {attempt + 1}")
+            break
+        if ran is not None:
+            os.kill(ran, signal.SIGKILL)  # the kill landed after the record: try again
+    else:
+        pytest.fail(f"never caught a tick between its spawn and its record in {TRIES} tries")
+    assert ran is None, "the command ran although its tick died before naming its group"
+    deadline = time.monotonic() + 10
+    while held_locks(home) and time.monotonic() < deadline:  # the gate exits at once
+        time.sleep(0.02)
+    assert held_locks(home) == []
+    out = run_cli(home, "tick", "--now", NEXT)
+    assert "Traceback" not in out.stderr, out.stderr
+    [row] = runs(home, "long")
+    assert row[3] == "crashed", row
+    assert not (home / "pid").exists()

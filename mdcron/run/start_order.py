@@ -1,0 +1,64 @@
+"""The tick's workers start their tasks' processes one after the other (issue 27).
+
+When a pool's workers set out together (the daemon's tick at the minute: 8 workers, 100 due),
+each does a few milliseconds of Python before its process starts (the comments, the lock, the
+row, the environment, the cgroup). On the GIL they interleave, so the first start waits for
+most of everyone's share. Taken in turns, the first starts after its own share, the second
+after two, and so on; the work is the same. Only the first round takes turns: later starts
+follow the runs' own ends, already spread out. A turn ends when the worker's process runs
+(process.py) or its run ends without one, and another worker waits for it at most WAIT: one
+that waits on something (a lock's dead holder, a jitter, a busy database) holds nobody up
+longer than that.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+WAIT = 0.05  # seconds a worker waits for the one before it, at most
+
+_mine = threading.local()  # .held: the turns this thread holds (locks)
+
+
+class StartOrder:
+    """Turns for the workers of one pool."""
+
+    def __init__(self, first: int, wait: float = WAIT) -> None:
+        """`first`: how many starts take turns (the pool's first round; later ones are
+        staggered by the runs' own ends)."""
+        self._lock = threading.Lock()  # the turn
+        self._count = threading.Lock()
+        self._left = first
+        self.wait = wait
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        """Wait (at most `wait`) for the worker before, hold the turn until its process
+        starts (started()) or the body ends."""
+        with self._count:
+            ordered = self._left > 0
+            self._left -= 1
+        got = ordered and self._lock.acquire(timeout=self.wait)
+        if got:
+            _held().append(self._lock)
+        try:
+            yield
+        finally:
+            if got and self._lock in _held():
+                _held().remove(self._lock)
+                self._lock.release()
+
+
+def _held() -> list[threading.Lock]:
+    if not hasattr(_mine, "held"):
+        _mine.held = []
+    return _mine.held
+
+
+def started() -> None:
+    """This thread's process runs (or it will start none now): the next worker's turn."""
+    held = _held()
+    while held:
+        held.pop().release()

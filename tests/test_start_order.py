@@ -1,0 +1,75 @@
+"""run/start_order.py: the first round of a pool's workers start their processes in turns,
+never waiting more than WAIT on a worker that does not start one (real threads, real locks)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from mdcron.run.start_order import StartOrder, started
+
+
+def _worker(order: StartOrder, log: list[tuple[str, float]], name: str,
+            before_start: threading.Event | None = None) -> threading.Thread:
+    def body() -> None:
+        with order.turn():
+            log.append((f"{name} in", time.monotonic()))
+            if before_start is not None:
+                before_start.wait(10)
+            log.append((f"{name} started", time.monotonic()))
+            started()
+            time.sleep(0.05)  # the run goes on after its start: the next worker does not wait
+        log.append((f"{name} done", time.monotonic()))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread
+
+
+def test_the_second_worker_starts_only_once_the_first_process_runs():
+    order, log, go = StartOrder(2, wait=10), [], threading.Event()
+    a = _worker(order, log, "a", go)
+    while not log:
+        time.sleep(0.001)
+    b = _worker(order, log, "b")
+    time.sleep(0.1)
+    assert [e for e, _ in log] == ["a in"]  # b waits for a's start
+    go.set()
+    a.join(5)
+    b.join(5)
+    names = [e for e, _ in log]
+    assert names.index("a started") < names.index("b in") < names.index("a done")
+
+
+def test_a_worker_that_never_starts_holds_the_next_one_up_at_most_wait():
+    order, log, never = StartOrder(2, wait=0.05), [], threading.Event()
+    a = _worker(order, log, "a", never)
+    while not log:
+        time.sleep(0.001)
+    began = time.monotonic()
+    b = _worker(order, log, "b")
+    b.join(5)
+    assert time.monotonic() - began < 2
+    assert ("b started" in [e for e, _ in log]) and "a started" not in [e for e, _ in log]
+    never.set()
+    a.join(5)
+
+
+def test_after_the_first_round_nobody_waits():
+    order, log, never = StartOrder(1, wait=10), [], threading.Event()
+    a = _worker(order, log, "a", never)
+    while not log:
+        time.sleep(0.001)
+    b = _worker(order, log, "b")
+    b.join(5)
+    assert not b.is_alive() and "a started" not in [e for e, _ in log]
+    never.set()
+    a.join(5)
+
+
+def test_a_turn_inside_a_turn_releases_both():
+    outer, inner = StartOrder(1, wait=10), StartOrder(1, wait=10)
+    with outer.turn(), inner.turn():
+        started()
+    # both free again: a new pool's first turn takes each at once
+    assert outer._lock.acquire(timeout=0.5) and inner._lock.acquire(timeout=0.5)
