@@ -30,6 +30,7 @@ import os
 import time
 
 from ..core.clock import minute_floor
+from ..schedule.pause import idle_blocked
 from ..state import idle as fastpath
 
 TYPE_CHECKING = False
@@ -64,8 +65,8 @@ class Ahead:
         self.code = fastpath.code_fingerprint()
         self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
-            self.idle = fastpath.idle_tick(home, boundary, True, time.monotonic(),
-                                           quiet=True) is not None
+            self.idle = fastpath.idle_tick(home, boundary, True, time.monotonic(), quiet=True,
+                                           blocked=idle_blocked) is not None
         except Exception:  # the real tick decides (and reports) at the minute
             self.idle = False
         fastpath.drop_scan()  # taken before the wait: the tick at the minute stats anew
