@@ -1,0 +1,394 @@
+"""The task-file cache's pieces in process (issue 28: mutmut survivors in schedule/cache_*.py):
+the JSON its rows keep (a task, a file's problems, a listing's record), the fire times it keeps
+(next_due and the fire after), the summary the idle tick reads, and the view of one pass, each
+through its public result. Fast: mutmut runs these first for every mutant they reach."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import render_task
+
+from mdcron.core.problems import Problem
+from mdcron.schedule import cache
+from mdcron.schedule.cache_due import fire_after, next_due, zone_bound
+from mdcron.schedule.cache_json import Damaged, record_of
+from mdcron.settings.config import load_config
+from mdcron.tasks.taskfile import parse_task_text
+
+T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC).timestamp()  # a Monday
+
+
+def task_of(home: Path, task_id: str = "x", **fields):
+    config, _ = load_config(home)
+    fields.setdefault("command", "true")
+    task, problems = parse_task_text(render_task(task_id, **fields),
+                                     home / "tasks" / f"{task_id}.md", config)
+    assert task is not None, problems
+    return task, config
+
+
+def row(text: str) -> tuple[str, int]:
+    return text, zlib.crc32(text.encode())
+
+
+# --------------------------------------------------------------- the JSON of rows
+
+
+def test_a_task_row_is_compact_json_with_paths_and_lists(home):
+    task, _ = task_of(home, tags=["a", "b"], heal_paths=["s/*.sh"], env={"K": "v w"})
+    text = cache.task_to_json(task)
+    data = json.loads(text)
+    assert data["path"] == str(home / "tasks" / "x.md") and data["tags"] == ["a", "b"]
+    assert data["heal_paths"] == ["s/*.sh"] and data["env"] == {"K": "v w"}
+    assert list(data) == sorted(data)  # the same task: the same bytes, row after row
+    assert ", " not in text.replace('"v w"', "") and ": " not in text
+    back = cache.task_from_json(text)
+    assert back == task and isinstance(back.path, Path) and back.tags == ("a", "b")
+    assert isinstance(back.heal_paths, tuple) and isinstance(back.after, tuple)
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", "{}", '{"path": "/t/x.md"}', "null",
+                                  '{"path": "/t/x.md", "tags": 5}'])
+def test_a_damaged_task_row_is_refused(home, text):
+    if text.endswith("5}"):  # every field there, one tuple field not a list
+        task, _ = task_of(home)
+        data = json.loads(cache.task_to_json(task))
+        data["tags"] = 5
+        text = json.dumps(data)
+    with pytest.raises(Damaged):
+        cache.task_from_json(text)
+
+
+def test_problems_round_trip_through_their_row():
+    found = [Problem(Path("/t/a.md"), "schedule: bad", "schedule", 3, "error"),
+             Problem(Path("/t/a.md"), "cwd: missing", "cwd", None, "warning")]
+    text = cache.problems_to_json(found)
+    assert text is not None and ", " not in text
+    assert cache.problems_from_json(text) == found
+    assert cache.problems_to_json([]) is None and cache.problems_from_json(None) == []
+
+
+@pytest.mark.parametrize("text", ["{x", "[[1]]", "5", '[["/t/a.md", 5, null, null, "error"]]',
+                                  '[["/t/a.md", "m", null, null, "fatal"]]',
+                                  '[["/t/a.md", "m", null, null, "warning"], [1, 2]]'])
+def test_damaged_problems_are_refused(text):
+    with pytest.raises(Damaged):
+        cache.problems_from_json(text)
+
+
+def test_a_warning_alone_is_a_valid_problems_row():
+    text = '[["/t/a.md","m",null,null,"warning"]]'
+    assert cache.problems_from_json(text) == [Problem(Path("/t/a.md"), "m", None, None,
+                                                      "warning")]
+
+
+def test_the_problems_digest_ignores_order_and_knows_none():
+    a = Problem(Path("/t/a.md"), "one")
+    b = Problem(Path("/t/b.md"), "two", severity="warning")
+    assert cache.problems_digest([]) == cache.EMPTY_DIGEST
+    assert __import__("hashlib").sha256(b"").hexdigest() == cache.EMPTY_DIGEST
+    assert cache.problems_digest([a, b]) == cache.problems_digest([b, a])
+    expected = __import__("hashlib").sha256(f"{a}\n{b}".encode()).hexdigest()
+    assert cache.problems_digest([b, a]) == expected
+    assert cache.problems_digest([a]) != cache.problems_digest([b])
+
+
+def test_a_listing_record_is_the_row_when_it_agrees(home):
+    task, _ = task_of(home, title="A title", tags=["t"])
+    text = cache.task_to_json(task)
+    path = str(task.path)
+    got = record_of(row(text), "x", True, path)
+    assert got is not None and (got.id, got.title, got.path, got.tags) == (
+        "x", "A title", path, ["t"])
+    assert record_of(None, "x", True, path) is None
+    assert record_of((text, zlib.crc32(text.encode()) + 1), "x", True, path) is None
+    assert record_of(row(text), "y", True, path) is None
+    assert record_of(row(text), "x", False, path) is None
+    assert record_of(row(text), "x", True, path + "2") is None
+    assert record_of(row("{not json"), "x", True, path) is None
+    assert record_of(row("[1]"), "x", True, path) is None
+    assert record_of(row("{}"), "x", True, path) is None
+
+
+# --------------------------------------------------------------- fire times
+
+
+def test_next_due_is_the_first_fire_after_both_floors(home):
+    task, config = task_of(home, schedule="*/5 * * * *", timezone="UTC")
+    assert next_due(task, config, None, T0) == T0  # not_before at a fire: that fire
+    assert next_due(task, config, None, T0 + 1) == T0 + 300
+    assert next_due(task, config, T0, T0 - 3600) == T0 + 300  # last_slot the later floor
+    assert next_due(task, config, T0 - 600, T0) == T0  # not_before the later floor
+    assert next_due(task, config, T0 - 1, T0 - 3600) == T0
+    assert fire_after(task, config, T0) == T0 + 300
+    assert fire_after(task, config, None) is None
+
+
+def test_a_chain_is_always_a_candidate_and_has_no_fire_after(home):
+    task, config = task_of(home, schedule="after up")
+    assert next_due(task, config, None, T0) == 0.0
+    assert next_due(task, config, T0, T0) == 0.0
+    assert fire_after(task, config, T0) is None
+
+
+def test_a_schedule_past_its_last_fire_has_none(home):
+    task, config = task_of(home, schedule="@at 2026-11-23T09:30", timezone="UTC")
+    assert next_due(task, config, None, T0) == T0 + 1800
+    assert fire_after(task, config, T0 + 1800) is None
+    assert next_due(task, config, T0 + 1800, T0) is None
+
+
+def test_only_a_task_without_any_zone_follows_the_system_zone(home):
+    task, config = task_of(home)
+    assert zone_bound(task, config)
+    task, config = task_of(home, timezone="UTC")
+    assert not zone_bound(task, config)
+    (home / "scheduler.yaml").write_text("timezone: UTC\n")
+    task, config = task_of(home)
+    assert not zone_bound(task, config)
+
+
+# --------------------------------------------------------------- the view of one pass
+
+
+def db_digest(home: Path) -> tuple[str, int]:
+    from test_mut_cache import digest
+
+    return digest(home)
+
+
+def warm_home(home: Path, write_task):
+    """x follows the system zone (no zone anywhere), y is in UTC, both every 5 minutes;
+    ticked at 09:00 (both ran) and aged: every row of the cache holds."""
+    from test_cache import checked_tick
+
+    write_task("x", schedule="*/5 * * * *", command="true")
+    write_task("y", schedule="*/5 * * * *", timezone="UTC", command="echo y")
+    checked_tick(home, datetime.fromtimestamp(T0, UTC))
+    config, _ = load_config(home)
+    return config
+
+
+def a_pass(view, at: float) -> list[str]:
+    """What a tick's pass does with the cache, writing what it changed: the candidates' ids."""
+    from mdcron.state.store import Store
+
+    with Store(view.config.db_path) as store:
+        states = view.observe(store, at)
+        due = view.candidates(states, at)
+        view.save(store)
+    return sorted(t.id for t in due)
+
+
+def test_a_refreshed_view_of_unchanged_files_reads_and_writes_nothing(home, write_task):
+    """The held tick (cli/warm.py) refreshes its view at the go: files whose stat holds keep
+    their entry, the due times computed for the system zone still hold, so the pass between
+    two fires writes nothing to the state database."""
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    view = cache.load(config)
+    assert a_pass(view, T0 + 60) == []  # first pass after the tick: settles its due rows
+    before = db_digest(home)
+    view = cache.load(config)
+    view.refresh()
+    assert a_pass(view, T0 + 120) == []
+    assert db_digest(home) == before
+    write_task("y", schedule="*/5 * * * *", timezone="UTC", command="echo edited")
+    view = cache.load(config)
+    view.refresh()
+    assert a_pass(view, T0 + 180) == []  # the edited file read and its row written
+    age_cache(home)
+    before = db_digest(home)
+    view = cache.load(config)
+    assert a_pass(view, T0 + 240) == []
+    assert db_digest(home) == before
+    assert cached_task_json(home, "y.md")["command"] == "echo edited"
+    view = cache.load(config)
+    view.refresh()
+    assert a_pass(view, T0 + 300) == ["x", "y"]
+
+
+def damage_task_row(home: Path, name: str) -> None:
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("UPDATE task_cache_data SET task = '{not json' WHERE path LIKE ?", (f"%/{name}",))
+    db.close()
+
+
+def cached_task_json(home: Path, name: str) -> dict:
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    (text,) = db.execute("SELECT task FROM task_cache_data WHERE path LIKE ?",
+                         (f"%/{name}",)).fetchone()
+    db.close()
+    return json.loads(text)
+
+
+def test_a_damaged_task_row_is_read_from_its_file_and_repaired_once(home, write_task):
+    """A task row that cannot be decoded is read from the file again and written back, so
+    the next pass decodes it and writes nothing."""
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    damage_task_row(home, "y.md")
+    view = cache.load(config)
+    assert [t.command for t in view.task_set().tasks] == ["true", "echo y"]
+    assert a_pass(view, T0 + 60) == []
+    assert cached_task_json(home, "y.md")["command"] == "echo y"
+    age_cache(home)
+    view = cache.load(config)
+    assert a_pass(view, T0 + 90) == []
+    before = db_digest(home)
+    view = cache.load(config)
+    assert [t.command for t in view.task_set().tasks] == ["true", "echo y"]
+    assert a_pass(view, T0 + 120) == []
+    assert db_digest(home) == before
+
+
+def test_a_file_edited_under_a_damaged_row_waits_for_the_next_pass(home, write_task):
+    """A pass that must read a file again (its row is damaged) and finds it says something
+    else than its row (another id, another enabled flag) leaves that task out of this pass:
+    the next pass reads it afresh. Never a task under its old entry's id or flag."""
+    config = warm_home(home, write_task)
+    view = cache.load(config)
+    write_task("z", filename="y.md", schedule="*/5 * * * *", timezone="UTC", command="true")
+    damage_task_row(home, "y.md")
+    assert [t.id for t in view.task_set().tasks] == ["x"]
+    assert [t.id for t in cache.load(config).task_set().tasks] == ["x", "z"]
+    view = cache.load(config)
+    write_task("x", schedule="*/5 * * * *", command="true", enabled=False)
+    damage_task_row(home, "x.md")
+    assert [t.id for t in view.task_set().tasks] == ["z"]
+    assert [(t.id, t.enabled) for t in cache.load(config).task_set().tasks] == [
+        ("x", False), ("z", True)]
+
+
+def cached_home(home: Path, write_task, count: int):
+    """`count` tasks that never fire soon, read once into the cache and aged."""
+    from conftest import age_cache
+
+    from mdcron.state.store import Store
+
+    for i in range(count):
+        write_task(f"t{i:02d}", schedule="0 0 1 1 *", timezone="UTC", command=f"echo {i}")
+    config, _ = load_config(home)
+    view = cache.load(config)
+    with Store(config.db_path) as store:
+        view.save(store)
+    age_cache(home)
+    return config
+
+
+def task_row_reads(view, use) -> tuple[list, int]:
+    """What `use(view)` returns, and how many statements it sent for task rows."""
+    sent: list[str] = []
+    view.db.set_trace_callback(sent.append)
+    got = use(view)
+    view.db.set_trace_callback(None)
+    return got, sum("task_cache_data" in s for s in sent)
+
+
+@pytest.mark.parametrize("count, reads", [(50, 50), (51, 1)])
+def test_past_fifty_cached_tasks_are_decoded_from_one_query(home, write_task, count, reads):
+    """issue 27: a task set or a listing of more than 50 cached tasks reads their rows in one
+    query, not one per task; either way each task is what its file says."""
+    config = cached_home(home, write_task, count)
+    want = [(f"t{i:02d}", f"echo {i}") for i in range(count)]
+    view = cache.load(config)
+    tasks, sent = task_row_reads(view, lambda v: v.task_set().tasks)
+    assert ([(t.id, t.command) for t in tasks], sent) == (want, reads)
+    assert view.task_set().tasks == tasks  # decoded once: no statement, the same tasks
+    view.close()
+    view = cache.load(config)
+    records, sent = task_row_reads(view, lambda v: v.records())
+    assert ([(t.id, t.command) for t in records], sent) == (want, reads)
+    view.close()
+
+
+def rewrite_task_row(home: Path, name: str, **changes) -> None:
+    """The row's task JSON changed behind the cache, with a checksum that matches."""
+    data = cached_task_json(home, name)
+    data.update(changes)
+    text = json.dumps(data)
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("UPDATE task_cache_data SET task = ?, crc = ? WHERE path LIKE ?",
+               (text, zlib.crc32(text.encode()), f"%/{name}"))
+    db.close()
+
+
+@pytest.mark.parametrize("changes", [{"id": "other"}, {"enabled": False},
+                                     {"path": "/elsewhere/y.md"}, {"command": "echo row"}])
+def test_a_task_row_that_disagrees_with_its_entry_is_not_used(home, write_task, changes):
+    """A task row whose id, enabled flag or file is not its entry's is read from the file
+    again (a row only checked by its checksum could run another task's command)."""
+    config = warm_home(home, write_task)
+    rewrite_task_row(home, "y.md", **changes)
+    got = {t.id: (t.enabled, str(t.path), t.command) for t in cache.load(config).task_set().tasks}
+    want = (True, str(home / "tasks" / "y.md"), "echo y")
+    if "command" in changes:  # the checksum matches and the row agrees: the row is the cache
+        want = (True, want[1], "echo row")
+    assert got["y"] == want and set(got) == {"x", "y"}
+    records = {t.id: t for t in cache.load(config).records()}
+    assert (records["y"].command, str(records["y"].path)) == (want[2], want[1])
+
+
+def test_a_renamed_or_disabled_file_moves_its_state_row(home, write_task):
+    """A pass tells the state what each file now says: a task renamed to another file, a
+    task disabled in its file, a new task; the other rows are left as they are."""
+    from mdcron.state.store import Store
+
+    config = warm_home(home, write_task)
+    (home / "tasks" / "x.md").rename(home / "tasks" / "w.md")
+    write_task("y", schedule="*/5 * * * *", timezone="UTC", command="echo y", enabled=False)
+    write_task("v", schedule="*/5 * * * *", timezone="UTC", command="true")
+    view = cache.load(config)
+    with Store(config.db_path) as store:
+        states = view.observe(store, T0 + 60)
+        rows = store.state_rows()
+    got = {k: (Path(s.path).name, bool(s.enabled)) for k, s in rows.items()}
+    assert got == {"x": ("w.md", True), "y": ("y.md", False), "v": ("v.md", True)}
+    assert rows["x"].last_slot == T0  # its run at 09:00 still counts
+    assert {k: (Path(s.path).name, bool(s.enabled)) for k, s in states.items()} == got
+
+
+# --------------------------------------------------------------- the summary the fast path reads
+
+
+def fast_dry_run(home: Path, at: float):
+    """The cheap dry run (state/idle.py) from the cache's summary: its exit status, or None
+    when the summary does not let it answer (the full dry run does)."""
+    import time
+
+    from mdcron.state import idle as fastpath
+
+    try:
+        return fastpath.idle_tick(str(home), at, True, time.monotonic())
+    finally:
+        fastpath.drop_scan()  # its scan is for a tick at the same instant, not for the next
+
+
+def test_the_summary_counts_tasks_and_errors_for_the_cheap_dry_run(home, write_task, capsys):
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    capsys.readouterr()
+    assert fast_dry_run(home, T0 + 60) == 0
+    said = capsys.readouterr().out
+    assert said == "2026-11-23T09:01:00+00:00: nothing due among 2 task(s)\n"
+    assert fast_dry_run(home, T0 + 300) is None  # both due: the full dry run plans them
+    (home / "tasks" / "b.md").write_text("---\nid: b\nschedule: '* *'\ncommand: 'true'\n---\n")
+    a_pass(cache.load(config), T0 + 30)
+    age_cache(home)
+    assert fast_dry_run(home, T0 + 60) is None  # an error: the full dry run prints it
+    (home / "tasks" / "b.md").write_text("---\nid: b\nschedule: '0 0 1 1 *'\ntimezone: UTC\n"
+                                         "command: 'true'\ncwd: nowhere\n---\n")  # a warning
+    a_pass(cache.load(config), T0 + 30)
+    age_cache(home)
+    capsys.readouterr()
+    assert fast_dry_run(home, T0 + 60) == 0
+    assert capsys.readouterr().out.endswith(": nothing due among 3 task(s)\n")
