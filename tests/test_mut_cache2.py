@@ -392,3 +392,125 @@ def test_the_summary_counts_tasks_and_errors_for_the_cheap_dry_run(home, write_t
     capsys.readouterr()
     assert fast_dry_run(home, T0 + 60) == 0
     assert capsys.readouterr().out.endswith(": nothing due among 3 task(s)\n")
+
+
+# --------------------------------------------------------------- loading
+
+
+def test_one_task_is_found_with_every_files_problems_and_its_twins(home, write_task):
+    """find_task (show, next, enable, ...): the task with this id, every file's problems, and
+    a duplicate id even when the second file was just edited to claim it; the same before
+    any state exists and through a warm cache."""
+    from conftest import age_cache
+
+    write_task("x", schedule="*/5 * * * *", timezone="UTC", command="echo x")
+    write_task("y", schedule="*/5 * * * *", timezone="UTC", command="echo y")
+    (home / "tasks" / "b.md").write_text("---\nid: b\nschedule: '* *'\ncommand: 'true'\n---\n")
+    config, _ = load_config(home)
+    for _ in range(2):
+        found = cache.find_task(config, "x")
+        assert [(t.id, t.command) for t in found.tasks] == [("x", "echo x")]
+        assert [p.path.name for p in found.problems] == ["b.md"] and found.duplicates == {}
+        assert [t.id for t in cache.find_task(config, "y").tasks] == ["y"]
+        assert cache.find_task(config, "b").tasks == []
+        a_pass(cache.load(config), T0)  # the state and the cache exist from here
+        age_cache(home)
+    write_task("x", filename="y.md", schedule="0 6 * * *", timezone="UTC", command="echo twin")
+    found = cache.find_task(config, "x")
+    assert sorted(t.command for t in found.tasks) == ["echo twin", "echo x"]
+    assert found.duplicates == {"x": [home / "tasks" / "x.md", home / "tasks" / "y.md"]}
+    assert cache.find_task(config, "y").tasks == []
+
+
+def test_a_cache_rebuilt_by_one_task_lookup_is_kept(home, write_task):
+    """After a config change the first command that looks up one task reads every file and
+    saves the rebuilt cache: the next lookup writes nothing."""
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    (home / "scheduler.yaml").write_text("timezone: UTC\n")
+    config, _ = load_config(home)
+    assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
+    age_cache(home)
+    before = db_digest(home)
+    assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
+    assert db_digest(home) == before
+
+
+def test_a_tasks_folder_missing_or_not_a_folder(home):
+    config, _ = load_config(home)
+    (home / "tasks").rmdir()
+    view = cache.load(config)
+    assert (view.entries, view.problems, view.key) == ([], [], None)
+    (home / "tasks").write_text("a file\n")
+    view = cache.load(config)
+    assert view.entries == [] and view.key is None
+    assert [(p.path, p.message) for p in view.problems] == [
+        (home / "tasks", "cannot list the tasks folder: Not a directory")]
+
+
+def test_a_removed_file_leaves_the_cache_and_its_count(home, write_task, capsys):
+    """A file removed since the last pass: its row goes, so the summary counts the others
+    and the cheap dry run answers again."""
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    (home / "tasks" / "y.md").unlink()
+    assert fast_dry_run(home, T0 + 60) is None  # the cache still holds y.md
+    view = cache.load(config)
+    assert [e.path for e in view.entries] == [str(home / "tasks" / "x.md")]
+    assert a_pass(view, T0 + 30) == []
+    age_cache(home)
+    capsys.readouterr()
+    assert fast_dry_run(home, T0 + 60) == 0
+    assert capsys.readouterr().out.endswith(": nothing due among 1 task(s)\n")
+
+
+def test_a_dry_run_names_a_task_whose_fires_cannot_be_computed(home, write_task):
+    """As the tick does (tests/test_mut_cache.py): the dry run names the task whose state row
+    is out of range, with the fix, and plans the others."""
+    from test_cache import FrozenClock
+
+    from mdcron.run.tick import run_tick
+
+    config = warm_home(home, write_task)
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    db.execute("UPDATE task_state SET not_before = -1e18 WHERE task_id = 'x'")
+    db.commit()
+    db.close()
+    report = run_tick(config, FrozenClock(datetime.fromtimestamp(T0 + 300, UTC)),
+                      dry_run=True, say=lambda _line: None)
+    assert [(p.task.id, p.action) for p in report.planned] == [("y", "run")]
+    assert [(p.path.name, p.message.split(" (")[0]) for p in report.problems] == [
+        ("x.md", "its next fire cannot be computed")]
+    print(report.problems[0].message)
+
+
+def test_the_cache_key_is_tied_to_the_config_files_text(home):
+    """Rows hold for one scheduler.yaml text: a Config that is not what the file says (or no
+    readable file) gets no key, so nothing is read from or written to the cache."""
+    from mdcron.core.records import replace
+    from mdcron.schedule.cache_summary import cache_key_of, open_cache
+    from mdcron.state import idle as fastpath
+
+    (home / "scheduler.yaml").write_text("timezone: UTC\n")
+    config, _ = load_config(home)
+    key = cache_key_of(config)
+    assert key is not None and key == fastpath.cache_key(fastpath.config_text(str(home)))
+    assert cache_key_of(replace(config, timezone="Asia/Tokyo")) is None
+    try:  # cli.main notes the text it read just before load_config: trusted as is
+        fastpath.note_config(config, "timezone: UTC\n# noted\n")
+        assert cache_key_of(config) == fastpath.cache_key("timezone: UTC\n# noted\n")
+        other, _ = load_config(home)
+        assert cache_key_of(other) == key  # another Config: checked against the file
+    finally:
+        fastpath.note_config(None, None)
+    (home / "scheduler.yaml").write_text("timezone: [\n")  # the file no longer loads
+    assert cache_key_of(config) is None
+    (home / "scheduler.yaml").unlink()
+    (home / "scheduler.yaml").mkdir()  # cannot be read as text
+    assert cache_key_of(config) is None
+    assert open_cache(config) is None  # no state database yet
+    config.db_path.parent.mkdir()
+    config.db_path.mkdir()
+    assert open_cache(config) is None
