@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -157,10 +158,17 @@ def test_only_a_task_without_any_zone_follows_the_system_zone(home):
 # --------------------------------------------------------------- the view of one pass
 
 
-def db_digest(home: Path) -> tuple[str, int]:
-    from test_mut_cache import digest
-
-    return digest(home)
+@contextmanager
+def no_writes(home: Path):
+    """Asserts that what runs inside commits no write to the state database (by the bytes'
+    measure a checkpoint would move; by data_version any commit counts, even of equal values)."""
+    watch = sqlite3.connect(home / "state" / "mdcron.db")
+    try:
+        version = watch.execute("PRAGMA data_version").fetchone()[0]
+        yield
+        assert watch.execute("PRAGMA data_version").fetchone()[0] == version, "written"
+    finally:
+        watch.close()
 
 
 def warm_home(home: Path, write_task):
@@ -195,20 +203,17 @@ def test_a_refreshed_view_of_unchanged_files_reads_and_writes_nothing(home, writ
     config = warm_home(home, write_task)
     view = cache.load(config)
     assert a_pass(view, T0 + 60) == []  # first pass after the tick: settles its due rows
-    before = db_digest(home)
-    view = cache.load(config)
-    view.refresh()
-    assert a_pass(view, T0 + 120) == []
-    assert db_digest(home) == before
+    with no_writes(home):
+        view = cache.load(config)
+        view.refresh()
+        assert a_pass(view, T0 + 120) == []
     write_task("y", schedule="*/5 * * * *", timezone="UTC", command="echo edited")
     view = cache.load(config)
     view.refresh()
     assert a_pass(view, T0 + 180) == []  # the edited file read and its row written
     age_cache(home)
-    before = db_digest(home)
-    view = cache.load(config)
-    assert a_pass(view, T0 + 240) == []
-    assert db_digest(home) == before
+    with no_writes(home):
+        assert a_pass(cache.load(config), T0 + 240) == []
     assert cached_task_json(home, "y.md")["command"] == "echo edited"
     view = cache.load(config)
     view.refresh()
@@ -243,11 +248,10 @@ def test_a_damaged_task_row_is_read_from_its_file_and_repaired_once(home, write_
     age_cache(home)
     view = cache.load(config)
     assert a_pass(view, T0 + 90) == []
-    before = db_digest(home)
-    view = cache.load(config)
-    assert [t.command for t in view.task_set().tasks] == ["true", "echo y"]
-    assert a_pass(view, T0 + 120) == []
-    assert db_digest(home) == before
+    with no_writes(home):
+        view = cache.load(config)
+        assert [t.command for t in view.task_set().tasks] == ["true", "echo y"]
+        assert a_pass(view, T0 + 120) == []
 
 
 def test_a_file_edited_under_a_damaged_row_waits_for_the_next_pass(home, write_task):
@@ -432,9 +436,8 @@ def test_a_cache_rebuilt_by_one_task_lookup_is_kept(home, write_task):
     config, _ = load_config(home)
     assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
     age_cache(home)
-    before = db_digest(home)
-    assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
-    assert db_digest(home) == before
+    with no_writes(home):
+        assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
 
 
 def test_a_tasks_folder_missing_or_not_a_folder(home):
@@ -514,3 +517,142 @@ def test_the_cache_key_is_tied_to_the_config_files_text(home):
     config.db_path.parent.mkdir()
     config.db_path.mkdir()
     assert open_cache(config) is None
+
+
+def fast_tick(home: Path, at: float):
+    """The cheap tick (state/idle.py) from the cache's summary: its exit status, or None when
+    the full tick must run."""
+    import time
+
+    from mdcron.state import idle as fastpath
+
+    try:
+        return fastpath.idle_tick(str(home), at, False, time.monotonic())
+    finally:
+        fastpath.drop_scan()
+
+
+def test_a_task_moved_to_another_host_is_left_to_it_by_the_cheap_tick(home, write_task, cli):
+    """The summary lists the enabled tasks whose `hosts:` leave this host out; an edit that
+    moves a task away is in it after the pass that read the edit, so the cheap tick passes
+    over that task's fires here (and runs nothing), while a task still meant for this host
+    sends the tick down the full path."""
+    from conftest import age_cache
+
+    (home / "scheduler.yaml").write_text("host: alpha\n")
+    write_task("mine", schedule="*/5 * * * *", timezone="UTC", command="true", hosts=["alpha"])
+    write_task("theirs", schedule="*/5 * * * *", timezone="UTC", command="true",
+               hosts=["beta"])
+    write_task("stopped", schedule="*/5 * * * *", timezone="UTC", command="true", hosts=["beta"],
+               enabled=False)
+    assert cli("tick", "--now", "2026-11-23T09:00:00+00:00").returncode == 0
+    age_cache(home)
+    assert fast_tick(home, T0 + 60) == 0  # nothing due
+    assert fast_tick(home, T0 + 300) is None  # `mine` is due here
+    config, _ = load_config(home)
+    write_task("mine", schedule="*/5 * * * *", timezone="UTC", command="true",
+               hosts=["beta", "gamma"])
+    assert a_pass(cache.load(config), T0 + 120) == ["theirs"]  # its 09:00, not run here
+    age_cache(home)
+    assert fast_tick(home, T0 + 300) == 0  # both due tasks are for other hosts
+
+
+def test_a_task_file_turned_into_a_folder_is_named_every_pass(home, write_task):
+    """A `*.md` that is not a regular file (a folder here) is never cached: each pass names
+    it, and its old row goes, so the count of tasks is right again once it is gone."""
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    (home / "tasks" / "y.md").unlink()
+    (home / "tasks" / "y.md").mkdir()
+    for at in (T0 + 30, T0 + 45):
+        view = cache.load(config)
+        assert [p.path.name for p in view.problems] == ["y.md"]
+        assert [e.id for e in view.valid] == ["x"]
+        assert a_pass(view, at) == []
+        age_cache(home)
+    assert fast_dry_run(home, T0 + 60) is None  # not a regular file: the full path says so
+    (home / "tasks" / "y.md").rmdir()
+    assert a_pass(cache.load(config), T0 + 50) == []
+    age_cache(home)
+    assert fast_dry_run(home, T0 + 60) == 0
+
+
+def test_a_config_change_with_a_file_removed_rebuilds_the_whole_cache(home, write_task,
+                                                                      capsys):
+    """A changed scheduler.yaml makes every row stale: the pass reads every file and replaces
+    the cache, rows of files removed meanwhile included, so the summary counts the files
+    there are and the cheap dry run answers again."""
+    from conftest import age_cache
+
+    config = warm_home(home, write_task)
+    (home / "tasks" / "y.md").unlink()
+    (home / "scheduler.yaml").write_text("timezone: UTC\n")
+    config, _ = load_config(home)
+    view = cache.load(config)
+    assert [e.id for e in view.valid] == ["x"]
+    a_pass(view, T0 + 30)
+    age_cache(home)
+    capsys.readouterr()
+    assert fast_dry_run(home, T0 + 60) == 0
+    assert capsys.readouterr().out.endswith(": nothing due among 1 task(s)\n")
+
+
+# --------------------------------------------------------------- next fires for `list`
+
+
+def listing(config, fill: bool = True) -> dict:
+    """What `list` takes from the cache for its next-fire column: id -> (floor, next_due)
+    where the cached next_due still holds (after fill_dues, saved as `list` saves it)."""
+    from mdcron.state.store import Store
+
+    view = cache.load(config)
+    with Store(config.db_path) as store:
+        states = store.state_rows()
+        if fill:
+            view.fill_dues(states)
+            view.save(store)
+    view.close()
+    return view.due_hints(states)
+
+
+def test_list_next_fires_come_from_the_cache_and_are_filled_once(home, write_task):
+    """After a tick every enabled task's next fire is known from its row: the first fire
+    after max(last slot, not_before - 1 µs). After a config change the rows are read again
+    without one: `list` computes them once (a disabled task, one whose maths fails, and a
+    task with no state row yet do not stop the others) and saves them for the next `list`."""
+    from conftest import age_cache
+
+    from mdcron.core.cron import next_fire
+
+    write_task("a", schedule="*/5 * * * *", timezone="UTC", command="true", enabled=False)
+    write_task("b", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("c", schedule="*/5 * * * *", timezone="UTC", command="true")
+    write_task("d", schedule="0 6 * * *", timezone="UTC", command="true")
+    from test_cache import checked_tick
+
+    checked_tick(home, datetime.fromtimestamp(T0 - 60, UTC))  # first seen 08:59
+    checked_tick(home, datetime.fromtimestamp(T0, UTC))  # b and c ran at 09:00
+    config, _ = load_config(home)
+    nb = T0 - 60  # not_before: the minute each was first seen
+    day = T0 + 21 * 3600  # 06:00 the next day
+    want = {"b": (T0, T0 + 300), "c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
+    assert listing(config, fill=False) == want
+    got = {k: next_fire(task, config, T0 + 30, want.get(k))
+           for k, task in ((t.id, t) for t in cache.load(config).task_set().tasks)}
+    assert {k: v.timestamp() if v else None for k, v in got.items()} == {
+        "a": None, "b": T0 + 300, "c": T0 + 300, "d": day}
+    (home / "scheduler.yaml").write_text("timezone: UTC\n")  # every row read again
+    config, _ = load_config(home)
+    write_task("e", schedule="*/5 * * * *", timezone="UTC", command="true")  # no state row
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    db.execute("UPDATE task_state SET not_before = -1e18 WHERE task_id = 'b'")
+    db.commit()
+    db.close()
+    assert listing(config, fill=False) == {}
+    assert listing(config) == {"c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
+    age_cache(home)
+    assert listing(config, fill=False) == {"c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
+    assert listing(config) == {"c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
+    with no_writes(home):  # found in the rows: nothing computed, nothing written
+        assert listing(config) == {"c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
