@@ -656,3 +656,72 @@ def test_list_next_fires_come_from_the_cache_and_are_filled_once(home, write_tas
     assert listing(config) == {"c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
     with no_writes(home):  # found in the rows: nothing computed, nothing written
         assert listing(config) == {"c": (T0, T0 + 300), "d": (nb - 1e-6, day)}
+
+
+def test_outside_paths_that_stay_put_cost_no_reading_and_no_writing(home, write_task, tmp_path):
+    """A task whose checks look outside its file (its cwd, a cwd policy's folder, its script,
+    a folder allowed outside the home) and an invalid file whose error is not about a path
+    are kept from their rows while nothing moved: a pass then writes nothing. A script that
+    goes is seen at the next pass all the same."""
+    from conftest import age_cache
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (home / "scheduler.yaml").write_text(
+        f"cwd_policies: {{data: work/data}}\nallow_outside_home: [{outside}]\n")
+    (home / "work" / "data").mkdir(parents=True)
+    for script in (home / "run.sh", home / "work" / "data" / "job.sh"):
+        script.write_text("#!/bin/sh\necho ran\n")
+        script.chmod(0o755)
+    write_task("cwd", schedule="0 0 1 1 *", timezone="UTC", command="true", cwd="work")
+    write_task("pol", schedule="0 0 1 1 *", timezone="UTC", command="true", cwd_policy="data")
+    write_task("scr", schedule="0 0 1 1 *", timezone="UTC", command="./run.sh",
+               run_as="script")
+    write_task("job", schedule="0 0 1 1 *", timezone="UTC", command="./job.sh",
+               run_as="script", cwd_policy="data")
+    write_task("out", schedule="0 0 1 1 *", timezone="UTC", command="true", cwd=str(outside))
+    (home / "tasks" / "bad.md").write_text("---\nid: bad\nschedule: '* *'\ncommand: 'true'\n"
+                                           "---\n")
+    config, _ = load_config(home)
+    a_pass(cache.load(config), T0)
+    age_cache(home)
+    assert {Path(p).name for p in cached_rows(home)} == {
+        "cwd.md", "pol.md", "scr.md", "job.md", "out.md", "bad.md"}
+    a_pass(cache.load(config), T0 + 30)
+    with no_writes(home):
+        view = cache.load(config)
+        assert [p.path.name for p in view.problems] == ["bad.md"]
+        assert a_pass(view, T0 + 60) == []
+    (home / "work" / "data" / "job.sh").unlink()
+    view = cache.load(config)
+    assert sorted(p.path.name for p in view.problems) == ["bad.md", "job.md"]
+    (home / "tasks" / "bad2.md").write_text("---\nid: bad2\nschedule: '* *'\n---\n")
+    a_pass(cache.load(config), T0 + 90)  # an invalid file read now is cached as well
+    assert "bad2.md" in {Path(p).name for p in cached_rows(home)}
+
+
+def cached_rows(home: Path) -> list[str]:
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    got = [p for (p,) in db.execute("SELECT path FROM task_cache")]
+    db.close()
+    return got
+
+
+def test_a_relative_allowed_folder_that_moves_is_seen(home, write_task, tmp_path):
+    """`allow_outside_home` entries count from the home: a relative one that is repointed
+    makes a task's folder escape the home, and a warm pass says so as a cold one does."""
+    from test_cache import checked_tick
+
+    (tmp_path / "real" / "w").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (home / "scheduler.yaml").write_text("allow_outside_home: [../link]\n")
+    write_task("w", schedule="0 0 1 1 *", timezone="UTC", command="true",
+               cwd=str(tmp_path / "real" / "w"))
+    start = datetime.fromtimestamp(T0, UTC)
+    assert checked_tick(home, start).problems == []
+    assert checked_tick(home, start.replace(minute=1)).problems == []
+    (tmp_path / "link").unlink()
+    (tmp_path / "link").symlink_to(tmp_path / "other")
+    report = checked_tick(home, start.replace(minute=2))
+    assert [(p.path.name, p.severity) for p in report.problems] == [("w.md", "error")]
