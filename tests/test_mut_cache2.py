@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import age_cache as age
 from conftest import render_task
 
 from mdcron.core.problems import Problem
@@ -725,3 +726,69 @@ def test_a_relative_allowed_folder_that_moves_is_seen(home, write_task, tmp_path
     (tmp_path / "link").symlink_to(tmp_path / "other")
     report = checked_tick(home, start.replace(minute=2))
     assert [(p.path.name, p.severity) for p in report.problems] == [("w.md", "error")]
+
+
+# --------------------------------------------------------------- the tick's due times
+
+
+def tick_at(home: Path, at: float):
+    from test_cache import checked_tick
+
+    return checked_tick(home, datetime.fromtimestamp(at, UTC))
+
+
+def cache_decides(config, at: float) -> dict[str, float]:
+    """The fires a tick at `at` would run from the cache alone (View.plain: on time, the next
+    fire known and later), among its candidates."""
+    from mdcron.state.store import Store
+
+    view = cache.load(config)
+    with Store(config.db_path) as store:
+        states = view.observe(store, at)
+        due = view.candidates(states, at)
+        plain = view.plain(due, states, at)
+    view.close()
+    return plain
+
+
+def test_after_each_run_the_next_fire_is_known_from_the_cache(home, write_task, capsys):
+    """Once a tick has run a task, its next fire and the one after are in the cache: the
+    next tick decides that fire from the cache alone, and between fires the cheap dry run
+    answers. Also after a catch-up run of a later slot than the cached next fire."""
+    from conftest import age_cache
+
+    write_task("later", schedule="0 0 1 1 *", timezone="UTC", command="true")  # not due
+    config = warm_home(home, write_task)
+    assert cache_decides(config, T0 + 300) == {"x": T0 + 300, "y": T0 + 300}
+    assert cache_decides(config, T0 + 330) == {"x": T0 + 300, "y": T0 + 300}
+    assert cache_decides(config, T0 + 359.5) == {}  # 59.5 s late: decide() judges it
+    assert cache_decides(config, T0 + 600) == {}  # two fires passed: decide() coalesces
+    report = tick_at(home, T0 + 720)  # 09:12: 09:05 and 09:10 missed, 09:10 runs
+    assert sorted((p.task.id, p.slot) for p in report.planned) == [("x", T0 + 600),
+                                                                    ("y", T0 + 600)]
+    age_cache(home)
+    capsys.readouterr()
+    assert fast_dry_run(home, T0 + 780) == 0  # 09:13: nothing due until 09:15
+    assert cache_decides(config, T0 + 900) == {"x": T0 + 900, "y": T0 + 900}
+    tick_at(home, T0 + 900)
+    assert cache_decides(config, T0 + 1200) == {"x": T0 + 1200, "y": T0 + 1200}
+
+
+def test_a_change_of_the_system_zone_moves_only_the_zoneless_tasks(home, write_task, cli):
+    """A task with no zone anywhere follows the system's ($TZ): its cached next fire holds
+    only for the zone it was computed in; a task with its own zone keeps its row."""
+    write_task("local", schedule="0 6 * * *", command="true")
+    write_task("utc", schedule="0 6 * * *", timezone="UTC", command="true")
+    out = cli("tick", "--now", "2026-11-23T09:00:00+00:00", env={"TZ": "UTC"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    age(home)
+    tokyo = {"TZ": "Asia/Tokyo"}
+    for _ in range(2):
+        rows = {r["id"]: r["next_fire"] for r in json.loads(cli(
+            "list", "--json", "--now", "2026-11-23T09:01:00+00:00", env=tokyo).stdout)}
+        assert rows == {"local": "2026-11-23T21:00:00+00:00",
+                        "utc": "2026-11-24T06:00:00+00:00"}
+        age(home)
+    rows = {r["id"]: r["next_fire"] for r in json.loads(cli(
+        "list", "--json", "--now", "2026-11-23T09:01:00+00:00", env={"TZ": "UTC"}).stdout)}
+    assert rows == {"local": "2026-11-24T06:00:00+00:00", "utc": "2026-11-24T06:00:00+00:00"}
