@@ -313,6 +313,12 @@ def test_past_fifty_cached_tasks_are_decoded_from_one_query(home, write_task, co
     records, sent = task_row_reads(view, lambda v: v.records())
     assert ([(t.id, t.command) for t in records], sent) == (want, reads)
     view.close()
+    cached_home(home, write_task, count + 1)  # one more: past 50 rows besides the edited
+    write_task("t00", schedule="0 0 1 1 *", timezone="UTC", command="echo edited")
+    view = cache.load(config)  # an edited file is listed as read now, never as its old row
+    assert [(t.id, t.command) for t in view.records()][:2] == [("t00", "echo edited"),
+                                                               ("t01", "echo 1")]
+    view.close()
 
 
 def rewrite_task_row(home: Path, name: str, **changes) -> None:
@@ -420,8 +426,12 @@ def test_one_task_is_found_with_every_files_problems_and_its_twins(home, write_t
         assert cache.find_task(config, "b").tasks == []
         a_pass(cache.load(config), T0)  # the state and the cache exist from here
         age_cache(home)
+    # one task's view: the files whose rows hold and name other ids, with no problems, are
+    # left out (issue 27); the asked id's file and the files with problems are in
+    assert [Path(e.path).name for e in cache.load(config, only="x").entries] == ["b.md", "x.md"]
     write_task("x", filename="y.md", schedule="0 6 * * *", timezone="UTC", command="echo twin")
-    found = cache.find_task(config, "x")
+    with no_writes(home):  # reading an edited file for `show` leaves its row to the tick
+        found = cache.find_task(config, "x")
     assert sorted(t.command for t in found.tasks) == ["echo twin", "echo x"]
     assert found.duplicates == {"x": [home / "tasks" / "x.md", home / "tasks" / "y.md"]}
     assert cache.find_task(config, "y").tasks == []
@@ -641,6 +651,10 @@ def test_list_next_fires_come_from_the_cache_and_are_filled_once(home, write_tas
     want = {"b": (T0, T0 + 300), "c": (T0, T0 + 300), "d": (nb - 1e-6, day),
             "z": (nb - 1e-6, day + 3600)}
     assert listing(config, fill=False) == want
+    from mdcron.state.store import Store
+
+    with Store(config.db_path) as store:  # the hints from TaskState rows (queries.load_all)
+        assert cache.load(config).due_hints(store.task_states()) == want
     got = {k: next_fire(task, config, T0 + 30, want.get(k))
            for k, task in ((t.id, t) for t in cache.load(config).task_set().tasks)}
     assert {k: v.timestamp() if v else None for k, v in got.items()} == {
