@@ -5,6 +5,7 @@ through its public result. Fast: mutmut runs these first for every mutant they r
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 import zlib
@@ -311,6 +312,7 @@ def test_past_fifty_cached_tasks_are_decoded_from_one_query(home, write_task, co
     records, sent = task_row_reads(view, lambda v: v.records())
     assert ([(t.id, t.command) for t in records], sent) == (want, reads)
     view.close()
+    assert gc.isenabled()  # paused while the entries and records were built, on again after
     cached_home(home, write_task, count + 1)  # one more: past 50 rows besides the edited
     write_task("t00", schedule="0 0 1 1 *", timezone="UTC", command="echo edited")
     view = cache.load(config)  # an edited file is listed as read now, never as its old row
@@ -807,3 +809,26 @@ def test_a_change_of_the_system_zone_moves_only_the_zoneless_tasks(home, write_t
     rows = {r["id"]: r["next_fire"] for r in json.loads(cli(
         "list", "--json", "--now", "2026-11-23T09:01:00+00:00", env={"TZ": "UTC"}).stdout)}
     assert rows == {"local": "2026-11-24T06:00:00+00:00", "utc": "2026-11-24T06:00:00+00:00"}
+
+
+def test_the_cheap_tick_pings_the_heartbeat_the_summary_names(home, write_task, cli, http_sink,
+                                                              capsys):
+    """The summary carries the heartbeat URL as written: the cheap tick pings it as the full
+    tick would, and with no heartbeat configured it pings nothing and says nothing."""
+    from conftest import age_cache
+
+    write_task("x", schedule="0 6 * * *", timezone="UTC", command="true")
+    (home / "scheduler.yaml").write_text(f"heartbeat_url: http://127.0.0.1:{http_sink.port}/hb\n")
+    assert cli("tick", "--now", "2026-11-23T09:00:00+00:00").returncode == 0
+    age_cache(home)
+    before = len(http_sink.requests)
+    capsys.readouterr()
+    assert fast_tick(home, T0 + 60) == 0
+    assert [r.path for r in http_sink.requests[before:]] == ["/hb"]
+    assert capsys.readouterr().out == ""
+    (home / "scheduler.yaml").write_text("")
+    assert cli("tick", "--now", "2026-11-23T09:02:00+00:00").returncode == 0
+    age_cache(home)
+    before = len(http_sink.requests)
+    assert fast_tick(home, T0 + 180) == 0
+    assert http_sink.requests[before:] == [] and capsys.readouterr().out == ""
