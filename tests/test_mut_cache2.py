@@ -446,6 +446,12 @@ def test_a_cache_rebuilt_by_one_task_lookup_is_kept(home, write_task):
     (home / "scheduler.yaml").write_text("timezone: UTC\n")
     config, _ = load_config(home)
     assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    (stored,) = db.execute("SELECT value FROM meta WHERE key = 'cache_key'").fetchone()
+    db.close()
+    from mdcron.schedule.cache_summary import cache_key_of
+
+    assert stored == cache_key_of(config)  # the rows saved hold for the new config
     age_cache(home)
     with no_writes(home):
         assert [t.command for t in cache.find_task(config, "y").tasks] == ["echo y"]
