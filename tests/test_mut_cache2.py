@@ -322,18 +322,24 @@ def test_past_fifty_cached_tasks_are_decoded_from_one_query(home, write_task, co
 
 
 def rewrite_task_row(home: Path, name: str, **changes) -> None:
-    """The row's task JSON changed behind the cache, with a checksum that matches."""
+    """The row's task JSON changed behind the cache, with a checksum that matches (unless
+    `stale` is given: then the old checksum stays)."""
+    stale = changes.pop("stale", False)
     data = cached_task_json(home, name)
     data.update(changes)
     text = json.dumps(data)
     db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
-    db.execute("UPDATE task_cache_data SET task = ?, crc = ? WHERE path LIKE ?",
-               (text, zlib.crc32(text.encode()), f"%/{name}"))
+    if stale:
+        db.execute("UPDATE task_cache_data SET task = ? WHERE path LIKE ?", (text, f"%/{name}"))
+    else:
+        db.execute("UPDATE task_cache_data SET task = ?, crc = ? WHERE path LIKE ?",
+                   (text, zlib.crc32(text.encode()), f"%/{name}"))
     db.close()
 
 
 @pytest.mark.parametrize("changes", [{"id": "other"}, {"enabled": False},
-                                     {"path": "/elsewhere/y.md"}, {"command": "echo row"}])
+                                     {"path": "/elsewhere/y.md"}, {"command": "echo row"},
+                                     {"command": "echo row", "stale": True}])
 def test_a_task_row_that_disagrees_with_its_entry_is_not_used(home, write_task, changes):
     """A task row whose id, enabled flag or file is not its entry's is read from the file
     again (a row only checked by its checksum could run another task's command)."""
@@ -341,7 +347,7 @@ def test_a_task_row_that_disagrees_with_its_entry_is_not_used(home, write_task, 
     rewrite_task_row(home, "y.md", **changes)
     got = {t.id: (t.enabled, str(t.path), t.command) for t in cache.load(config).task_set().tasks}
     want = (True, str(home / "tasks" / "y.md"), "echo y")
-    if "command" in changes:  # the checksum matches and the row agrees: the row is the cache
+    if changes == {"command": "echo row"}:  # the checksum matches, the row agrees: it counts
         want = (True, want[1], "echo row")
     assert got["y"] == want and set(got) == {"x", "y"}
     records = {t.id: t for t in cache.load(config).records()}
