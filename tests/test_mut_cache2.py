@@ -547,10 +547,13 @@ def fast_tick(home: Path, at: float):
     the full tick must run."""
     import time
 
+    from mdcron.alerts.heartbeat import ping
+    from mdcron.schedule.pause import idle_blocked
     from mdcron.state import idle as fastpath
 
-    try:
-        return fastpath.idle_tick(str(home), at, False, time.monotonic())
+    try:  # what cli/main.py lends it: the pause check and the heartbeat
+        return fastpath.idle_tick(str(home), at, False, time.monotonic(), blocked=idle_blocked,
+                                  ping=ping)
     finally:
         fastpath.drop_scan()
 
