@@ -28,11 +28,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..core import safe_fs
+from ..core.background import Background
 from ..core.clock import minute_floor
 from .meta import put_metas, take_meta
 
@@ -86,23 +86,17 @@ def note_claims(db_path: Path, slot: float) -> None:
         pass
 
 
-_ahead: threading.Thread | None = None  # note_ahead's thread, until noted() joins it
+_ahead = Background("dbguard")  # note_ahead's write, until noted() waits for it
 
 
 def note_ahead(db_path: Path, slot: float) -> None:
     """note_claims(db_path, slot) in a thread, started now; noted() waits for it."""
-    global _ahead
-    noted()
-    _ahead = threading.Thread(target=note_claims, args=(db_path, slot), name="dbguard")
-    _ahead.start()
+    _ahead.start(note_claims, db_path, slot)
 
 
 def noted() -> None:
     """Wait for note_ahead's write (a no-op without one)."""
-    global _ahead
-    thread, _ahead = _ahead, None
-    if thread is not None:
-        thread.join()
+    _ahead.join()
 
 
 def hold_back(store: object, until: float, now: float) -> None:

@@ -25,6 +25,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from ..core import safe_fs
+from ..core.background import Background
 from ..core.outcome import Outcome, RunResult
 from .audit import AuditTable
 from .clockback import ClockBackTable
@@ -292,7 +293,7 @@ def last_tick(config, store: Store) -> str | None:
         return local.get_meta("last_tick")
 
 
-_warming = None  # warm_ahead's thread, until Store.claim_slots joins it
+_warming = Background("wal")  # warm_ahead's write, until Store.claim_slots waits for it
 
 
 def warm_ahead(path: Path, now: float) -> None:
@@ -302,12 +303,7 @@ def warm_ahead(path: Path, now: float) -> None:
     two syncs that otherwise come inside the claim, before the first task starts. The write
     that does it is meta tick_began (when this host's latest full tick with work began; SQLite
     writes nothing for a row set to itself). Never raises."""
-    global _warming
-    import threading  # lazy: loaded by then (subprocess); only a tick with a due task
-
-    _warmed()
-    _warming = threading.Thread(target=_warm, args=(path, now), name="wal")
-    _warming.start()
+    _warming.start(_warm, path, now)
 
 
 def _warm(path: Path, now: float) -> None:
@@ -326,10 +322,7 @@ def _warm(path: Path, now: float) -> None:
 
 
 def _warmed() -> None:
-    global _warming
-    thread, _warming = _warming, None
-    if thread is not None:
-        thread.join()
+    _warming.join()
 
 
 def state_store(config) -> Store:  # config: config.Config
