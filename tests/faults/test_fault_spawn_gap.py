@@ -36,6 +36,17 @@ def _record(path: Path) -> dict | None:
 NO_CGROUP = {"MDCRON_CGROUP": "off"}  # no gate: the task runs from its spawn on (the mark's case)
 
 
+def _long_task_home(home: Path) -> Path:
+    """A home whose one task (due at 10:00, 600 s timeout) writes its pid, then sleeps; seen
+    by a tick before its minute."""
+    (home / "tasks").mkdir(parents=True)
+    (home / "tasks" / "long.md").write_text(render_task(
+        "long", schedule="0 10 * * *", timeout=600,
+        command=f"echo $$ > {home / 'pid'}; exec sleep 300"))
+    assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+    return home
+
+
 def _kill_in_the_gap(home: Path, env: dict[str, str] | None = NO_CGROUP,
                      wait: float = 3) -> tuple[int | None, dict | None]:
     """Run a tick and SIGKILL it once the lock record has a mark and no pgid. (the task's pid
@@ -64,12 +75,7 @@ def _kill_in_the_gap(home: Path, env: dict[str, str] | None = NO_CGROUP,
 def test_a_tick_killed_between_spawn_and_record_leaves_nothing_running(tmp_path: Path) -> None:
     orphan = None
     for attempt in range(TRIES):
-        home = tmp_path / f"home{attempt}"
-        (home / "tasks").mkdir(parents=True)
-        (home / "tasks" / "long.md").write_text(render_task(
-            "long", schedule="0 10 * * *", timeout=600,
-            command=f"echo $$ > {home / 'pid'}; exec sleep 300"))
-        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        home = _long_task_home(tmp_path / f"home{attempt}")
         orphan, record = _kill_in_the_gap(home)
         if orphan is not None and record is not None and record.get("pgid") is None:
             print(f"caught in the gap at try {attempt + 1}")
@@ -147,12 +153,7 @@ def test_a_gated_task_whose_tick_died_in_the_gap_never_runs(tmp_path: Path) -> N
     if cgroup_base() is None:
         pytest.skip("this machine gives the tick no writable cgroup v2 (no gate then)")
     for attempt in range(TRIES):
-        home = tmp_path / f"home{attempt}"
-        (home / "tasks").mkdir(parents=True)
-        (home / "tasks" / "long.md").write_text(render_task(
-            "long", schedule="0 10 * * *", timeout=600,
-            command=f"echo $$ > {home / 'pid'}; exec sleep 300"))
-        assert run_cli(home, "tick", "--now", BEFORE).returncode == 0
+        home = _long_task_home(tmp_path / f"home{attempt}")
         ran, record = _kill_in_the_gap(home, env=None, wait=1)
         if record is not None and record.get("pgid") is None:
             print(f"caught in the gap at try {attempt + 1}")
