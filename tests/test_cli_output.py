@@ -203,7 +203,7 @@ def test_an_unknown_tag_and_bad_numbers_exit_2(realistic):
 
 
 def test_every_option_has_help():
-    from mdcron.cli.main import build_parser
+    from mdcron.cli.parser import build_parser
 
     parser = build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
