@@ -847,3 +847,27 @@ def test_the_cheap_tick_pings_the_heartbeat_the_summary_names(home, write_task, 
     before = len(http_sink.requests)
     assert fast_tick(home, T0 + 180) == 0
     assert http_sink.requests[before:] == [] and capsys.readouterr().out == ""
+
+
+def test_a_claim_moves_next_due_past_its_slot_whatever_was_planned_before_it(home, write_task):
+    """View.claimed(): a planned task the view has no entry for, or no state row for, is passed
+    over and never stops the claims after it; two claims in a row (the fire after the first
+    not computed yet) still move next_due to the task's real next fire."""
+    from mdcron.state.store import Store
+
+    config = warm_home(home, write_task)  # x and y every 5 minutes, ran at 09:00
+    ghost, _ = task_of(home, "ghost", schedule="*/5 * * * *")
+    x, _ = task_of(home, "x", schedule="*/5 * * * *")  # as their files say
+    y, _ = task_of(home, "y", schedule="*/5 * * * *", timezone="UTC", command="echo y")
+    view = cache.load(config)
+    with Store(config.db_path) as store:
+        states = view.observe(store, T0 + 300)
+    entry = {e.id: e for e in view.valid}
+    assert entry["x"].next_due == entry["y"].next_due == T0 + 300
+    odd = {**states, "ghost": states["y"]}  # a state row without a file ...
+    del odd["y"]  # ... and a file without a state row
+    view.claimed([(ghost, T0 + 300), (y, T0 + 300), (x, T0 + 300)], odd)
+    assert (entry["x"].next_due, entry["x"].due_last) == (T0 + 600, T0 + 300)
+    assert (entry["y"].next_due, entry["y"].due_last) == (T0 + 300, T0)  # left as it was
+    view.claimed([(x, T0 + 600)], states)  # claimed again before complete() ran
+    assert (entry["x"].next_due, entry["x"].due_last) == (T0 + 900, T0 + 600)
