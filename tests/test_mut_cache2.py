@@ -871,3 +871,25 @@ def test_a_claim_moves_next_due_past_its_slot_whatever_was_planned_before_it(hom
     assert (entry["y"].next_due, entry["y"].due_last) == (T0 + 300, T0)  # left as it was
     view.claimed([(x, T0 + 600)], states)  # claimed again before complete() ran
     assert (entry["x"].next_due, entry["x"].due_last) == (T0 + 900, T0 + 600)
+
+
+def test_a_summary_over_a_damaged_problems_row_says_damaged(home, write_task):
+    """write_summary(): a row whose problems JSON cannot be read makes the summary say
+    `damaged` (the cheap tick then hands over to the full tick, which reads the file again),
+    never a digest of the problems it could read."""
+    from mdcron.schedule.cache_summary import cache_key_of, write_summary
+
+    config = warm_home(home, write_task)
+    db = sqlite3.connect(home / "state" / "mdcron.db")
+    try:
+        with db:
+            write_summary(db, cache_key_of(config), config)
+        assert db.execute("SELECT value FROM meta WHERE key = 'cache_problems'").fetchone()[0] \
+            != "damaged"
+        with db:
+            db.execute("UPDATE task_cache SET problems = '[[' WHERE task_id = 'x'")
+            write_summary(db, cache_key_of(config), config)
+        assert db.execute("SELECT value FROM meta WHERE key = 'cache_problems'").fetchone() \
+            == ("damaged",)
+    finally:
+        db.close()
