@@ -135,21 +135,14 @@ def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
     ones (issue 25), so a tick killed while another task still runs has already delivered
     them. Quiet hours still hold the ordinary ones (notify.flush)."""
     from ..alerts.after_run import after_ladder, flush_now
+    from .incident_command import run_incident_command  # lazy: as after_run, once a run ended
 
     now = ctx.clock.now()
     after_ladder(store, ctx.config, outcome, now, ctx.environ, say,
-                 incident_runner=_incident_command)
+                 incident_runner=run_incident_command)
     if (outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT
             or outcome.lost or store.due_messages(now)):
         flush_now(store, ctx.config, now, ctx.environ, say, ctx.failed_destinations)
-
-
-def _incident_command(*args, **kwargs) -> str | None:
-    """incident_command.run_incident_command, loaded only when an incident opens with a command
-    to run: most ladders end with none (the one-due tick imports no more than it did)."""
-    from .incident_command import run_incident_command
-
-    return run_incident_command(*args, **kwargs)
 
 
 def read_comments(ctx: RunContext, store: Store,

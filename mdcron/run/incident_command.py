@@ -6,7 +6,7 @@ The command runs with /bin/sh through the task runner (process.py): its own proc
 killed at its deadline, its output in logs/incidents/<id>.log.
 
 Lazy imports: the runner, json and tempfile load only when an incident command runs (most ticks
-open no incident; the one-due tick imports this module with the alerts).
+open no incident; a tick imports this module with the alerts, once a run ended).
 """
 
 from __future__ import annotations
