@@ -20,7 +20,8 @@ its hour field starts with `*` (so @hourly is not fixed, @daily is). Each matchi
   - w occurs twice (fall back): a fixed-time job fires in the first pass only; any other job
     fires in both passes.
 Fire times come out as aware UTC datetimes, sorted and unique. Cron fields are matched by
-croniter in naive wall-clock time (imported lazily); wall times are mapped to instants here.
+croniter in naive wall-clock time (imported lazily), or, for a spec that matches the same
+minutes every day, by wall_steps.py; wall times are mapped to instants here.
 Assumption: a zone's offset changes by less than 3 h at a time and not twice within 3 h.
 """
 
@@ -43,6 +44,7 @@ from mdcron.core.units import DurationError, parse_duration
 from mdcron.core.wall_time import ScheduleError, as_utc, first_pass, last_pass, resolve_zone
 
 from .records import dataclass
+from .wall_steps import steps
 
 if TYPE_CHECKING:  # types only: schedule maths imports no model or settings module
     from mdcron.settings.config import Config
@@ -182,10 +184,13 @@ class CronSchedule:
         """Walk matching wall times from `start` (up: those > start; down: those <= start) and
         return the first instant(w) beyond t (up: > t; down: <= t). `instant` must be
         monotone in w, which first and last passes are."""
-        _load_croniter()
-        from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), see _load_croniter
+        it: Any = steps(self.spec)  # the same minutes every day: no croniter (wall_steps.py)
+        errors: tuple[type[Exception], ...] = (OverflowError,)
+        if it is None:
+            _load_croniter()
+            from croniter import CroniterBadDateError  # lazy: croniter (~15 ms), _load_croniter
 
-        it = _croniter(self.spec, self.day_or)
+            it, errors = _croniter(self.spec, self.day_or), (CroniterBadDateError, OverflowError)
         # matching walls are whole minutes, so dropping the microseconds changes nothing but
         # croniter's float rounding (far years: 23:59:59.999999 read as the next midnight)
         it.set_current(start.replace(microsecond=0) if up
@@ -194,7 +199,7 @@ class CronSchedule:
         for _ in range(_SCAN_LIMIT):
             try:
                 w = step(datetime)
-            except (CroniterBadDateError, OverflowError):
+            except errors:
                 return None
             u = instant(w)
             if u is not None and (u > t if up else u <= t):
@@ -345,6 +350,9 @@ def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
     if not day_stars and "*" in (canon[2], canon[4]):
         canon[2] = canon[4] = "*"  # OR with an unrestricted side: every day
     spec = " ".join(canon)
+    fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
+    if steps(spec) is not None:  # fires every day: nothing for croniter to refuse
+        return CronSchedule(text, zone, fixed, spec, not day_stars)
     _load_croniter()
     from croniter import CroniterBadDateError, CroniterError  # lazy: as in _croniter_for
 
@@ -356,7 +364,6 @@ def _parse_cron(text: str, cron: str, zone: tzinfo) -> CronSchedule:
         raise _bad(text, "it never fires (no such date in any year)") from None
     except CroniterError as e:
         raise _bad(text, str(e)) from None
-    fixed = not (fields[0].startswith("*") or fields[1].startswith("*"))
     return CronSchedule(text, zone, fixed, spec, not day_stars)
 
 

@@ -1,0 +1,84 @@
+"""core/wall_steps.py: a spec matching the same minutes every day steps exactly as croniter
+does, and a tick over such schedules never imports croniter (issue 27)."""
+
+import random
+import subprocess
+import sys
+from datetime import datetime, timedelta
+
+import pytest
+from conftest import REPO
+
+from mdcron.core.cron import _load_croniter, parse_schedule
+from mdcron.core.wall_steps import steps
+from mdcron.core.wall_time import resolve_zone
+
+
+def _field(rng: random.Random, hi: int) -> str:
+    kind = rng.randrange(4)
+    if kind == 0:
+        return "*"
+    if kind == 1:
+        return str(rng.randrange(hi))
+    if kind == 2:
+        return ",".join(map(str, sorted(rng.sample(range(hi), rng.randint(2, 5)))))
+    step = rng.randint(2, 20)
+    return ",".join(map(str, range(rng.randrange(step), hi, step)))
+
+
+def _instant(rng: random.Random) -> datetime:
+    year = rng.choice([2000, 2024, 2026, 2100, 8999, rng.randint(2001, 8998)])
+    start = datetime(year, 1, 1)
+    t = start + timedelta(seconds=rng.randrange(366 * 86400))
+    if rng.random() < 0.5:  # a whole minute, often a matching one
+        t = t.replace(second=0)
+    return t.replace(microsecond=0) if rng.random() < 0.7 else t
+
+
+def test_steps_match_croniter_next_and_prev():
+    _load_croniter()
+    from croniter import croniter
+
+    rng = random.Random(27)
+    for _ in range(400):
+        spec = f"{_field(rng, 60)} {_field(rng, 24)} * * *"
+        start = _instant(rng)
+        ours, theirs = steps(spec), croniter(spec, datetime(2000, 1, 1))
+        assert ours is not None
+        for method in ("get_next", "get_prev"):
+            ours.set_current(start)
+            theirs.set_current(start)
+            for _ in range(4):
+                want = getattr(theirs, method)(datetime)
+                assert getattr(ours, method)(datetime) == want, (spec, start, method)
+
+
+@pytest.mark.parametrize("spec", ["0 6 1 * *", "0 6 * 1 *", "0 6 * * 1-5", "@weekly"])
+def test_other_specs_go_to_croniter(spec):
+    schedule = parse_schedule(spec, resolve_zone("UTC"))
+    assert steps(schedule.spec) is None  # type: ignore[attr-defined]
+
+
+def test_steps_past_the_last_day_overflow():
+    it = steps("59 23 * * *")
+    it.set_current(datetime(9999, 12, 31, 23, 59))
+    with pytest.raises(OverflowError):
+        it.get_next(datetime)
+
+
+PROBE = """
+import sys
+from mdcron.cli.main import main
+for minute in ("10:00", "10:01"):  # the first reads the files, the second runs from the cache
+    code = main(["--home", sys.argv[1], "tick", "--now", f"2026-11-23T{minute}:00+00:00"])
+print("CRONITER", "croniter" in sys.modules, code)
+"""
+
+
+def test_tick_of_daily_schedules_does_not_import_croniter(home, write_task):
+    write_task("every-minute", command="true")
+    write_task("five", command="true", schedule="*/5 * * * *")
+    write_task("morning", command="true", schedule="30 6 * * *", timezone="Europe/Riga")
+    out = subprocess.run([sys.executable, "-c", PROBE, str(home)], cwd=REPO,
+                         capture_output=True, text=True)
+    assert "CRONITER False 0" in out.stdout, out.stdout + out.stderr
