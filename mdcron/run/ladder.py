@@ -11,7 +11,7 @@ when the file cannot take one.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 
 from ..core.clock import to_dt
@@ -19,6 +19,7 @@ from ..core.outcome import Outcome, RunResult, late_note
 from ..core.records import dataclass, field, replace
 from ..hosts.replace_marks import REPLACED
 from ..settings.config import Config
+from ..state.leases import FencedOff
 from ..state.store import Store
 from ..tasks.run_keys import backoff, start_offset
 from ..tasks.task import Task
@@ -88,12 +89,14 @@ def execute_claimed(
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
         since = f" since {to_dt(info.started_at):%Y-%m-%d %H:%M:%S} UTC" if info else ""
         return not_now(ctx, store, task, run_id, f"previous run still running{since}")
-    from ..hosts.lease import FencedOff, Stopper, task_lease
-
     lost: list[tuple[int, str]] = []  # another host's rows this run's lease closed as lost
-    stop = Stopper(kill_holder, stop_run_tree)  # should the lease be lost while the run runs
-    lease = task_lease(ctx, store, task, run_id, lost, stop=stop) if task.overlap != "allow" else (
-        nullcontext(None))  # allow: runs side by side, on any host
+    # SQLite (one host: the flock decides), or `allow` (side by side): no lease
+    lease: AbstractContextManager[str | None] = nullcontext(None)
+    if store.url and task.overlap != "allow":  # issue 11: a shared state, a lease across hosts
+        from ..hosts.lease import Stopper, task_lease  # lazy: only with a shared state
+
+        stop = Stopper(kill_holder, stop_run_tree)  # should the lease be lost while it runs
+        lease = task_lease(ctx, store, task, run_id, lost, stop=stop)
     try:
         with lease as reason:  # issue 11: across hosts
             if reason is not None:  # another host's run of this task holds its lease
