@@ -332,9 +332,66 @@ def test_generated_methods_are_compiled_on_first_use_and_kept():
     stand_ins = {name: Lazy.__dict__[name] for name in names}
     one, two = Lazy(1), Lazy(a=1, b=())
     assert (one == two, hash(one) == hash(two), one != Lazy(1, (2,))) == (True, True, True)
+    assert Lazy.__dict__["__init__"] is stand_ins["__init__"]  # built three times: not yet
+    for n in range(records._INTERPRETED):
+        Lazy(n)
     compiled = {name: Lazy.__dict__[name] for name in names}
     assert all(compiled[name] is not stand_ins[name] for name in names)
     assert compiled["__init__"].__code__.co_varnames[:3] == ("self", "a", "b")
     assert compiled["__init__"].__qualname__.endswith("Lazy.__init__")
     Lazy(2)
     assert {name: Lazy.__dict__[name] for name in names} == compiled  # compiled once
+
+
+PROBE_COMPILES = """
+import sys
+from mdcron.core import records
+
+compiled = []
+sys.addaudithook(lambda event, args: compiled.append(1) if event == "exec" else None)
+
+
+@records.dataclass(frozen=True, slots=True)
+class Pair:
+    a: int
+    b: list = records.field(default_factory=list)
+
+
+first = [Pair(1), Pair(2, [3]), Pair(a=4)]
+before = len(compiled)
+more = [Pair(n) for n in range(20)]
+print(before, len(compiled), [p.a for p in first], first[1].b, more[-1])
+"""
+
+
+def test_init_compiled_only_once_a_class_is_built_often():
+    """Issue 27: a record class built a few times (most of a tick's) never compiles its
+    __init__; one built often compiles it once, at its ninth build."""
+    out = subprocess.run([sys.executable, "-c", PROBE_COMPILES], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.split("\n")[0] == "0 1 [1, 2, 4] [3] Pair(a=19, b=[])", out.stderr
+
+
+def test_interpreted_and_compiled_builds_agree():
+    """The builds before the compile and after it give the same records and the same errors."""
+    @records.dataclass
+    class Row:
+        x: int
+        tags: list = records.field(default_factory=list)
+        label: str = "p"
+        hidden: int = records.field(default=7, init=False)
+
+    built = [(r := repr(Row(n, label=str(n))))[r.index("Row("):] for n in range(12)]
+    assert built == [f"Row(x={n}, tags=[], label='{n}', hidden=7)" for n in range(12)]
+    assert Row.__init__.__code__.co_varnames[:4] == ("self", "x", "tags", "label")  # compiled
+    words = []
+    for call in (lambda: Row(), lambda: Row(1, nope=2), lambda: Row(1, x=2),
+                 lambda: Row(1, [], "l", 4), lambda: Row(1, hidden=3)):
+        with pytest.raises(TypeError) as err:
+            call()
+        words.append(str(err.value).split("__init__() ")[-1])
+    assert words == ["missing 1 required positional argument: 'x'",
+                     "got an unexpected keyword argument 'nope'",
+                     "got multiple values for argument 'x'",
+                     "takes from 2 to 4 positional arguments but 5 were given",
+                     "got an unexpected keyword argument 'hidden'"]

@@ -4,7 +4,8 @@ Issue 27: `import dataclasses` loads inspect, ast and dis (~10 ms), and each `@d
 five or six generated methods one by one and asks inspect for a signature (~0.3 ms a class, ~64
 classes on the tick path). Here `__init__`, `__eq__` and `__hash__` are compiled the way
 dataclasses writes them, but each on its first call (most classes of a tick are never built or
-compared); `__repr__` and the frozen guards are closures. Same semantics as
+compared), and `__init__` only at a class's ninth build: the first eight set the fields by a loop
+(a compile costs ten builds). `__repr__` and the frozen guards are closures. Same semantics as
 dataclasses for what is offered: `dataclass(frozen=, slots=, eq=)`, `field(default=,
 default_factory=, init=, repr=)`, `fields`, `replace`, `asdict`, `is_dataclass`, `MISSING`,
 `FrozenInstanceError`. Not offered: order, unsafe_hash, kw_only, InitVar, match_args=False, and
@@ -224,19 +225,67 @@ def _with_slots(cls: type, all_fields: dict[str, Field]) -> type:
     return new
 
 
+_INTERPRETED = 8  # builds of a record class by _binder's loop before its __init__ is compiled
+
+
 def _install_lazy(cls: type, name: str, all_fields: dict[str, Field], frozen: bool) -> None:
     """A stand-in that compiles the real method on its first call and puts it in its place:
-    a class never built nor compared in this process never pays the compile (~50 us each)."""
+    a class never built nor compared in this process never pays the compile (~50 us each).
+    `__init__` is compiled only at the class's _INTERPRETED+1-th build: the builds before it
+    go through _binder (issue 27: most classes of a tick are built once or twice, and a
+    compile costs ten times what such a build does)."""
+    bind = _binder(cls, all_fields, frozen) if name == "__init__" else None
+    left = [_INTERPRETED]
 
     def stand_in(self, *args, **kwargs):
         real = cls.__dict__[name]
         if real is stand_in:  # not yet replaced (another thread may just have done it)
+            if bind is not None and left[0] > 0 and bind(self, args, kwargs):
+                left[0] -= 1
+                return None
             real = _compile(cls, name, all_fields, frozen)
             setattr(cls, name, real)
         return real(self, *args, **kwargs)
 
     stand_in.__name__, stand_in.__qualname__ = name, f"{cls.__qualname__}.{name}"
     setattr(cls, name, stand_in)
+
+
+def _binder(cls: type, all_fields: dict[str, Field], frozen: bool):
+    """What the compiled __init__ does, by a loop over the fields: bind(self, args, kwargs)
+    sets every field and calls __post_init__ (True), or, for arguments that do not bind (too
+    many, unknown, given twice, missing), sets nothing and returns False: the compiled
+    __init__ then raises the TypeError dataclasses words."""
+    params = tuple(f.name for f in all_fields.values() if f.init)
+    known = frozenset(params)
+    plan = tuple(all_fields.values())
+    post = hasattr(cls, "__post_init__")
+    put = object.__setattr__ if frozen else setattr
+
+    def bind(self, args: tuple, kwargs: dict) -> bool:
+        if len(args) > len(params) or not known.issuperset(kwargs):
+            return False
+        given = dict(zip(params, args, strict=False))  # fewer args than params: the rest by name
+        if not given.keys().isdisjoint(kwargs):
+            return False
+        given.update(kwargs)
+        values = []
+        for f in plan:
+            if f.init and f.name in given:
+                values.append((f.name, given[f.name]))
+            elif f.default_factory is not MISSING:
+                values.append((f.name, f.default_factory()))
+            elif f.default is not MISSING:
+                values.append((f.name, f.default))
+            elif f.init:
+                return False  # a required argument is missing
+        for field_name, value in values:  # init=False without a default: for __post_init__
+            put(self, field_name, value)
+        if post:
+            self.__post_init__()
+        return True
+
+    return bind
 
 
 def _compile(cls: type, name: str, all_fields: dict[str, Field], frozen: bool):
