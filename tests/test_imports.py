@@ -23,3 +23,26 @@ def test_tick_imports_no_heavy_modules(home, write_task):
     out = subprocess.run([sys.executable, "-c", PROBE, str(home)], cwd=REPO,
                          capture_output=True, text=True)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+PATTERNS_PROBE = """
+import importlib, re
+import mdcron.core.records, mdcron.core.wall_time, mdcron.core.due, mdcron.core.problems
+names = [("mdcron.core.units", "_DURATION"), ("mdcron.core.units", "_COMPOUND"),
+         ("mdcron.core.cron", "_ITEM"), ("mdcron.core.accounts", "NAME"),
+         ("mdcron.settings.notify", "_QUIET"), ("mdcron.settings.state_url", "_PASSWORD_PARAM"),
+         ("mdcron.tasks.outside_keys", "_SIZE"), ("mdcron.tasks.outside_keys", "_URL_HOST"),
+         ("mdcron.tasks.run_keys", "_EXPONENTIAL")]
+values = [getattr(importlib.import_module(m), n) for m, n in names]
+texts = {v if isinstance(v, str) else v.pattern for v in values}
+print("COMPILED", sorted(k[1] for k in re._cache if k[1] in texts))
+"""
+
+
+def test_patterns_off_the_tick_path_compile_on_first_use():
+    """Issue 27: importing the modules a tick loads compiles no pattern the tick from the
+    cache does not use (durations, cron fields, quiet hours, sizes...): `re` compiles each
+    on its first use."""
+    out = subprocess.run([sys.executable, "-c", PATTERNS_PROBE], cwd=REPO,
+                         capture_output=True, text=True)
+    assert "COMPILED []" in out.stdout, out.stdout + out.stderr

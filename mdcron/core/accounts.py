@@ -18,7 +18,7 @@ import re
 from .records import dataclass
 
 # What useradd/groupadd accept (a portable subset), or a numeric id.
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?")
+NAME = r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?"  # re compiles it on first use and caches it
 MAX_ID = 2**32 - 2  # (uid_t)-1 means "no change" to setuid
 
 
@@ -49,7 +49,7 @@ def _as_text(value: object, what: str) -> str:
         if int(text) > MAX_ID:
             raise AccountError(f"{text} is not a valid {what} id")
         return text
-    if not NAME.fullmatch(text):
+    if not re.fullmatch(NAME, text):
         raise AccountError(f"{text!r} is not a {what} name (letters, digits, '_', '-', '.'"
                            " starting with a letter or '_'), nor a numeric id")
     return text

@@ -78,7 +78,7 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int], str], ...] = (
     ("month", 1, 12, {n: i for i, n in enumerate(_MONTHS, 1)}, "1-12 or jan-dec"),
     ("day-of-week", 0, 7, {n: i for i, n in enumerate(_DAYS)}, "0-7 or sun-sat"),
 )
-_ITEM = re.compile(r"(\*|[0-9a-z]+)(?:-([0-9a-z]+))?(?:/([0-9]+))?", re.IGNORECASE)
+_ITEM = r"(?i)(\*|[0-9a-z]+)(?:-([0-9a-z]+))?(?:/([0-9]+))?"  # re caches it (units.py)
 
 
 # ---------------------------------------------------------------- schedules
@@ -371,7 +371,7 @@ def _parse_field(text: str, field: str, index: int) -> frozenset[int]:
     name, lo, hi, names, _ = _FIELDS[index]
     values: set[int] = set()
     for item in field.split(","):
-        m = _ITEM.fullmatch(item)
+        m = re.fullmatch(_ITEM, item)
         if not m or (m[1] == "*" and m[2]):
             raise _bad(text, f"cannot read {name} {item!r}; use numbers"
                              f"{' or names' if names else ''}, ranges (1-5), steps (*/15) "

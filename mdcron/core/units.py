@@ -6,9 +6,11 @@ import math
 import re
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+# Patterns as text: `re` compiles one on its first use and caches it, so a process that reads
+# no duration (a tick from the cache) does not compile it at import (issue 27).
+_DURATION = r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$"
 _PART = r"\d+(?:\.\d+)?\s*[smhdw]"
-_COMPOUND = re.compile(rf"^\s*(?:{_PART}\s*){{2,5}}$")  # issue 25: 1h30m, 2d 12h, 5m 3s
+_COMPOUND = rf"^\s*(?:{_PART}\s*){{2,5}}$"  # issue 25: 1h30m, 2d 12h, 5m 3s
 
 
 class DurationError(ValueError):
@@ -26,10 +28,10 @@ def parse_duration(value: object) -> float:
     if isinstance(value, (int, float)):
         seconds = float(value)
     elif isinstance(value, str):
-        match = _DURATION.match(value)
+        match = re.match(_DURATION, value)
         if match:
             seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-        elif len(value) <= 100 and _COMPOUND.match(value):  # as format_duration writes them
+        elif len(value) <= 100 and re.match(_COMPOUND, value):  # as format_duration writes them
             parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smhdw])", value)
             seconds = sum(float(number) * _UNITS[unit] for number, unit in parts)
         else:

@@ -31,7 +31,7 @@ from ..core.urlscheme import scheme_of  # noqa: F401  (re-exported)
 
 DEFAULT_COLLAPSE_WINDOW = 3600.0
 DEFAULT_MAX_ATTEMPTS = 8  # with 1, 2, 4 … 60 minute backoff: about two hours of trying
-_QUIET = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
+_QUIET = r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$"  # re caches it (units.py)
 _KNOWN = ("default", "destinations", "quiet_hours", "collapse_window", "max_attempts")
 
 
@@ -78,7 +78,7 @@ class NotifyConfig:
 
 def parse_quiet_hours(value: object) -> QuietHours:
     """ "22:00-07:00" -> QuietHours; ValueError with the fix otherwise."""
-    match = _QUIET.match(value) if isinstance(value, str) else None
+    match = re.match(_QUIET, value) if isinstance(value, str) else None
     if not match:
         raise ValueError(
             f'expected "HH:MM-HH:MM" in 24-hour time, e.g. "22:00-07:00", got {value!r}'

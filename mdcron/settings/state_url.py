@@ -16,7 +16,7 @@ from ..core.envref import ENV_REF
 SCHEMES = ("postgresql", "postgres")
 ENV_NAME = "MDCRON_STATE_URL"
 HOST_LIKE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # as config.ID_LIKE: goes into rows
-_PASSWORD_PARAM = re.compile(r"(?i)(password=)[^&]*")
+_PASSWORD_PARAM = r"(?i)(password=)[^&]*"  # compiled when a URL is masked (re caches it)
 
 
 class StateUrlError(ValueError):
@@ -33,7 +33,7 @@ def mask(url: str) -> str:
         if at >= 0 and colon:
             rest = f"{user}:***{rest[at:]}"
         url = head + sep + rest
-    return _PASSWORD_PARAM.sub(r"\1***", url)
+    return re.sub(_PASSWORD_PARAM, r"\1***", url)
 
 
 def literal_password(value: str) -> bool:
@@ -108,7 +108,8 @@ def _raw_in_userinfo(url: str) -> str | None:
 def default_host() -> str:
     """The machine's host name, first label, made id-like (dots and odd characters -> '-')."""
     name = os.uname().nodename.split(".")[0]  # gethostname's answer, without socket (~3 ms)
-    name = re.sub(r"[^A-Za-z0-9_-]", "-", name).strip("-_")[:64]
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-"  # no pattern
+                   for c in name).strip("-_")[:64]  # compiled for one call a tick
     return name if HOST_LIKE.fullmatch(name or "") else "localhost"
 
 

@@ -13,9 +13,9 @@ NICE_RANGE = (-20, 19)
 MEMORY_MIN = 1024 * 1024  # below a MiB nothing starts (not even /bin/sh)
 MEMORY_MAX = 2**50  # 1 PiB: past it surely a typo
 MAX_URL = 2048
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$", re.IGNORECASE)
+_SIZE = r"(?i)^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B)?\s*$"  # re caches it (see units.py)
 _FACTOR = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-_URL_HOST = re.compile(r"^https?://[A-Za-z0-9._~%!$&'()*+,;=:@\[\]-]+(?:[/?#]\S*)?$")
+_URL_HOST = r"^https?://[A-Za-z0-9._~%!$&'()*+,;=:@\[\]-]+(?:[/?#]\S*)?$"
 
 
 def ping_url(value: object) -> str:
@@ -30,7 +30,7 @@ def ping_url(value: object) -> str:
         raise ValueError(f"only http:// and https:// URLs can be pinged (got {shown}); {example}")
     if len(url) > MAX_URL:
         raise ValueError(f"the URL is {len(url)} characters long (at most {MAX_URL})")
-    if not _URL_HOST.match(url) or any(ord(c) < 33 or c == "\x7f" for c in url):
+    if not re.match(_URL_HOST, url) or any(ord(c) < 33 or c == "\x7f" for c in url):
         raise ValueError(f"not a URL with a host and no spaces; {example}")
     if "${" in url:
         raise ValueError("${VAR} is not expanded in ping_url (it could send a secret to any "
@@ -42,7 +42,7 @@ def memory_max(value: object) -> int:
     """Bytes from `512M`, `2G`, `1.5GiB`, `1048576` (K, M, G, T are powers of 1024, as
     systemd's MemoryMax=)."""
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-    match = _SIZE.match(text) if isinstance(text, str) else None
+    match = re.match(_SIZE, text) if isinstance(text, str) else None
     if match is None:
         raise ValueError("expected a size like 512M, 2G or 1.5G (K, M, G, T: powers of 1024)")
     size = int(float(match[1]) * _FACTOR[match[2].lower()])

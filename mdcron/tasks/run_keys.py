@@ -24,7 +24,7 @@ MAX_RETRIES = 10
 MAX_RETRY_DELAY = 86400.0  # a day; longer waits are surely typos
 MAX_JITTER = 86400.0
 OVERLAP = ("skip", "queue", "replace", "allow")
-_EXPONENTIAL = re.compile(r"^\s*exponential\s+(\S+?)\s*\.\.\s*(\S+)\s*$")
+_EXPONENTIAL = r"^\s*exponential\s+(\S+?)\s*\.\.\s*(\S+)\s*$"  # re caches it (see units.py)
 
 
 def retry_count(value: object) -> int:
@@ -51,7 +51,7 @@ def retry_delay(value: object) -> str:
     """`retry_delay:` normalised: "30s" or "exponential 10s..5m" (kept as text in the Task so
     that `show` prints it as written; backoff() reads it)."""
     if isinstance(value, str) and value.strip().startswith("exponential"):
-        match = _EXPONENTIAL.match(value)
+        match = re.match(_EXPONENTIAL, value)
         if not match:
             raise ValueError("write the exponential form as exponential FIRST..MOST, "
                              "e.g. exponential 10s..5m")
@@ -76,7 +76,7 @@ def backoff(text: str | None, retry: int) -> float:
     Exponential doubles from FIRST and stops at MOST."""
     if not text:
         return 0.0
-    match = _EXPONENTIAL.match(text)
+    match = re.match(_EXPONENTIAL, text)
     if match is None:
         return parse_duration(text)
     first, most = parse_duration(match[1]), parse_duration(match[2])
