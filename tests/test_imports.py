@@ -46,3 +46,25 @@ def test_patterns_off_the_tick_path_compile_on_first_use():
     out = subprocess.run([sys.executable, "-c", PATTERNS_PROBE], cwd=REPO,
                          capture_output=True, text=True)
     assert "COMPILED []" in out.stdout, out.stdout + out.stderr
+
+
+CONNECTS_PROBE = """
+import sys
+from mdcron.cli.main import main
+opened = []
+sys.addaudithook(lambda e, a: opened.append(str(a[0])) if e == "sqlite3.connect" else None)
+for minute in ("10:00", "10:01"):  # the first reads the files, the second has a due row
+    opened.clear()
+    code = main(["--home", sys.argv[1], "tick", "--now", f"2026-11-23T{minute}:00+00:00"])
+print("CONNECTS", code, sorted(set(opened)), len(opened))
+"""
+
+
+def test_due_tick_reads_its_cache_through_the_idle_checks_connection(home, write_task):
+    """Issue 27: the idle check that declines because a task is due hands its connection to
+    the full tick's cache read (state/idle.take_connection): no read-only one is opened."""
+    write_task("every-minute", command="true")
+    out = subprocess.run([sys.executable, "-c", CONNECTS_PROBE, str(home)], cwd=REPO,
+                         capture_output=True, text=True)
+    db = str(home / "state" / "mdcron.db")
+    assert f"CONNECTS 0 ['{db}'] 3" in out.stdout, out.stdout + out.stderr

@@ -87,6 +87,9 @@ def cache_key_of(config: Config) -> str | None:
 def open_cache(config: Config) -> sqlite3.Connection | None:
     if not config.db_path.is_file():
         return None
+    kept = fastpath.take_connection(str(config.db_path))  # issue 27: the idle check's, if it
+    if kept is not None:  # declined for a due task (it only reads here)
+        return kept
     try:
         return fastpath.connect_readonly(str(config.db_path))
     except sqlite3.Error:

@@ -310,6 +310,10 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float, quiet: bool 
     if None in files.values():
         return None
     db = connect_readonly(db_path) if dry_run else _connect(db_path)
+    global _kept
+    if _kept is not None:  # an earlier check's, never taken: this one replaces it
+        _kept[1].close()
+        _kept = None
     try:
         db.execute("BEGIN")  # one snapshot for every read below
         count = _idle_rows(db, key, files, now, dry_run)
@@ -352,7 +356,34 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float, quiet: bool 
                 print(f"mdcron: heartbeat: {error}", flush=True)
         return 1 if errors else 0
     finally:
-        db.close()
+        if due_seen:  # declined for a due task: the full tick reads its cache through it
+            _kept = (db_path, db)
+        else:
+            db.close()
+
+
+_kept: tuple[str, object] | None = None  # idle_tick's connection, for take_connection
+
+
+def take_connection(db_path: str):  # -> sqlite3.Connection | None
+    """The connection of the idle check that declined because a task is due (due_seen), for
+    the full tick's reads of the cache (cache.load), set up as connect_readonly sets its own;
+    None when there is none for this database. Issue 27: the tick sets up one connection less
+    before its first task, and the write-ahead log the check opened is not removed and made
+    again (the last connection's close removes it)."""
+    global _kept
+    kept, _kept = _kept, None
+    if kept is None:
+        return None
+    path, db = kept
+    try:
+        if path != db_path:
+            db.close()  # type: ignore[attr-defined]
+            return None
+        db.execute("PRAGMA busy_timeout = 60000")  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001  # a connection in trouble: the caller opens its own
+        return None
+    return db
 
 
 def chains_settled(db, settled: str | None) -> bool:
