@@ -1,5 +1,6 @@
 """Lazy heavy imports: a tick with nothing for Claude never loads anthropic, nor rich; a tick on
-SQLite never loads the leases of a shared state (hosts/lease.py)."""
+SQLite never loads the leases of a shared state (hosts/lease.py), nor, without a task that uses
+them, the chains' rounds, the runs waiting for units or once_per."""
 
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from mdcron.cli.main import main
 code = main(["--home", sys.argv[1], "tick", "--now", "2026-11-23T10:00:00+00:00"])
 heavy = sorted(m for m in ("anthropic", "rich", "apprise", "httpx", "starlette", "uvicorn",
                             "jinja2", "markdown_it", "playwright", "mdcron.web", "psycopg",
-                            "mdcron.state.pgstate", "mdcron.hosts.lease")
+                            "mdcron.state.pgstate", "mdcron.hosts.lease",
+                            "mdcron.run.chain_rounds", "mdcron.run.resource_runs",
+                            "mdcron.schedule.once_per")
                if m in sys.modules)
 print("HEAVY", heavy)
 """

@@ -4,7 +4,8 @@ State is advanced (slots claimed) before anything runs, so a task that crashes t
 make the next tick run the same slot again.
 
 Lazy imports: each step loads its modules only when it has work: the cron maths and the cache on
-the full path, chains and once_per only when a task uses them, self-heal (and its Claude client)
+the full path, chains (and their rounds), once_per and the runs that wait for their units
+(resource_runs) only when a task uses them, self-heal (and its Claude client)
 only with a heal to run, the lost-database guard only after a recreation, alerts only when there
 is something to say; the cheapest full tick imports the least (bench: tick, one due).
 """
@@ -266,9 +267,11 @@ def run_tick(
         ctx = RunContext(config, clock, owner, environ if environ is not None else dict(os.environ))
         if healer is None and selfheal is not None:
             healer = selfheal.healer(config, ctx.environ, store, clock)
-        from .resource_runs import start as start_deferred
+        uses = None
+        if deferred:  # issue 12: runs that wait for their units; else nothing to load
+            from .resource_runs import start as start_deferred  # lazy: only with `uses:` runs
 
-        uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
+            uses = start_deferred(ctx, deferred, say, healer, describe_outcome)
 
         def meanwhile() -> None:  # while the first tasks run: the cache, croniter, reasons
             save_once()
@@ -295,21 +298,23 @@ def run_tick(
         save_once()  # when meanwhile did not run (one task runs in this thread, or it failed)
         view.complete(store)  # croniter only now, once the tasks started (or ran)
         fill_reasons(report.planned, config)
-        for rid, o in uses.join():
+        for rid, o in uses.join() if uses is not None else ():
             report.ladders.append(o)
             report.results.append((o.task, rid, o.final))
         for task, rid, o in follower.join() if follower else ():
             report.ladders.append(o)
             report.results.append((task, rid, o.final))
-        from .chain_rounds import run_rounds  # issue 12: downstreams whose upstreams succeeded
+        if any(t.after for t in candidates):  # issue 12: downstreams whose upstreams succeeded
+            from .chain_rounds import run_rounds  # lazy: only with a chain among the tasks
 
-        for task, rid, o in run_rounds(ctx, store, candidates, broken,
-                                       lambda items: run_all(ctx, items, say, healer), say,
-                                       healer):
-            report.ladders.append(o)  # type: ignore[arg-type]
-            report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
-        if any(t.after for t in candidates) and not store.url:  # issue 27: idle again
-            store.set_meta("chains_settled", _chains_settled(store, config, candidates, broken))
+            for task, rid, o in run_rounds(ctx, store, candidates, broken,
+                                           lambda items: run_all(ctx, items, say, healer), say,
+                                           healer):
+                report.ladders.append(o)  # type: ignore[arg-type]
+                report.results.append((task, rid, o.final))  # type: ignore[attr-defined]
+            if not store.url:  # issue 27: idle again
+                store.set_meta("chains_settled",
+                               _chains_settled(store, config, candidates, broken))
         pings.wait_all(say)  # issue 26: the tasks' pings, each within its deadline
         _aftermath(store, config, report, clock.now(), ctx.environ, say,
                    ctx.failed_destinations)
@@ -331,9 +336,10 @@ def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
                   candidates: list[Task]) -> set[str]:
     """Issue 12: `once_per` slots after this period's success become skips (once_per.py);
     chains are checked (chains.py: cycles, unknown upstreams); returns the ids not to run."""
-    from ..schedule.once_per import apply
+    if any(p.task.once_per and p.action == "run" for p in report.planned):
+        from ..schedule.once_per import apply  # lazy: only with a once_per task to run
 
-    apply(report.planned, store, config)
+        apply(report.planned, store, config)
     if not any(t.after for t in candidates):
         return set()
     from ..schedule.cache import problems_digest
