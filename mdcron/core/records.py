@@ -9,7 +9,8 @@ compared), and `__init__` only at a class's ninth build: the first eight set the
 dataclasses for what is offered: `dataclass(frozen=, slots=, eq=)`, `field(default=,
 default_factory=, init=, repr=)`, `fields`, `replace`, `asdict`, `is_dataclass`, `MISSING`,
 `FrozenInstanceError`. Not offered: order, unsafe_hash, kw_only, InitVar, match_args=False, and
-the signature-shaped `__doc__` dataclasses gives a class without a docstring.
+the signature-shaped `__doc__` dataclasses gives a class without a docstring. And `NamedTuple`,
+typing's class statement for tuples with names, without its per-field annotation check.
 Imports nothing beyond builtins and sys: this sits under every module of the tick.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
 _FIELDS = "__record_fields__"  # not dataclasses' name: its functions must not half-work on these
 _SELF_NAMES = ("self", "__records_self__")
 
@@ -385,3 +387,49 @@ def _getstate(self) -> list:
 def _setstate(self, state: list) -> None:
     for name, value in zip(getattr(self, _FIELDS), state, strict=False):
         object.__setattr__(self, name, value)
+
+
+# ------------------------------------------------------------------------------ named tuples
+
+
+_PROHIBITED = frozenset({"__new__", "__init__", "__slots__", "__getnewargs__", "_fields",
+                         "_field_defaults", "_make", "_replace", "_asdict", "_source"})
+_SPECIAL = frozenset({"__module__", "__name__", "__annotations__"})
+
+
+class _NamedTupleMeta(type):
+    """typing.NamedTuple's class statement (3.11's NamedTupleMeta), without its check of each
+    annotation: with `from __future__ import annotations` that check compiles every field's
+    text into a ForwardRef (~0.1 ms a field; the state's 16 row types paid ~5 ms a tick,
+    issue 27). Annotations stay the strings they are; everything else is typing's."""
+
+    def __new__(mcls, typename: str, bases: tuple, ns: dict):
+        if not bases:  # the base itself
+            return super().__new__(mcls, typename, bases, ns)
+        if bases != (NamedTuple,):
+            raise TypeError("can only inherit from a NamedTuple type")
+        from collections import namedtuple  # lazy: loaded by typing already, on the tick
+
+        types = ns.get("__annotations__", {})
+        defaults = []
+        for name in types:
+            if name in ns:
+                defaults.append(name)
+            elif defaults:
+                raise TypeError(f"Non-default namedtuple field {name} cannot follow default"
+                                f" field{'s' if len(defaults) > 1 else ''} {', '.join(defaults)}")
+        cls = namedtuple(typename, list(types), defaults=[ns[n] for n in defaults],
+                         module=ns["__module__"])
+        cls.__annotations__ = cls.__new__.__annotations__ = dict(types)
+        for key in ns:
+            if key in _PROHIBITED:
+                raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
+            if key not in _SPECIAL and key not in cls._fields:
+                setattr(cls, key, ns[key])
+        return cls
+
+
+if TYPE_CHECKING:
+    from typing import NamedTuple as NamedTuple
+else:
+    NamedTuple = _NamedTupleMeta("NamedTuple", (), {"__module__": __name__})

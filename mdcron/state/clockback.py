@@ -12,9 +12,9 @@ be sent. Run rows are history and stay as they are.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import NamedTuple
 
 from ..core.clock import minute_floor
+from ..core.records import NamedTuple  # typing's, without its per-field check
 from .db import Tables
 from .meta import put_metas, read_meta
 from .task_state import StateRow

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from ..core.records import NamedTuple  # typing's, without its per-field check
 from .db import Tables
 
 HealRow = dict[str, object]

@@ -7,8 +7,8 @@ host's idle tick down the full path. hosts/files.py decides what to record and s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from ..core.records import NamedTuple  # typing's, without its per-field check
 from .db import Tables
 from .meta import drop_naming
 

@@ -10,8 +10,9 @@ margin (hosts/lease.py), so another host may only take the lease a margin after 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..core.records import NamedTuple  # typing's, without its per-field check
 from .db import Tables
 from .runs import running_on
 

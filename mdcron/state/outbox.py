@@ -6,8 +6,9 @@ are one short transaction each."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..core.records import NamedTuple  # typing's, without its per-field check
 from .db import Tables, marks
 
 

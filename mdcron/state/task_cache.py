@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..core.records import NamedTuple  # typing's, without its per-field check
 from .meta import put_metas, read_metas
 
 

@@ -5,10 +5,9 @@ alerted flag, a suspension)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from ..core.clock import minute_floor
-from ..core.records import dataclass
+from ..core.records import NamedTuple, dataclass  # NamedTuple: typing's, cheaper to build
 from .db import Tables
 
 _COLUMNS = "task_id, first_seen, not_before, last_slot, enabled, consecutive_failures, path"
