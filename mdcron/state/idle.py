@@ -312,7 +312,7 @@ def idle_tick(home: str, now: float, dry_run: bool, started: float, quiet: bool 
     db = connect_readonly(db_path) if dry_run else _connect(db_path)
     global _kept
     if _kept is not None:  # an earlier check's, never taken: this one replaces it
-        _kept[1].close()
+        _kept[1].close()  # type: ignore[attr-defined]
         _kept = None
     try:
         db.execute("BEGIN")  # one snapshot for every read below
@@ -377,8 +377,8 @@ def take_connection(db_path: str):  # -> sqlite3.Connection | None
         return None
     path, db = kept
     try:
-        if path != db_path:
-            db.close()  # type: ignore[attr-defined]
+        if path != db_path or db.in_transaction:  # type: ignore[attr-defined]
+            db.close()  # type: ignore[attr-defined]  (left mid-transaction: not ours to use)
             return None
         db.execute("PRAGMA busy_timeout = 60000")  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001  # a connection in trouble: the caller opens its own
