@@ -63,25 +63,34 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
 
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
-    rows: list[dict] = []
-    held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
-    if config.resources:
-        for h in holders(config):
-            if h.info is not None:
-                held.setdefault(h.info.task_id, []).append(h.resource)
-    locks_dir = config.locks_dir
-    held_locks = _held_lock_files(locks_dir)
-    # looked up once, not per task (issue 27: 10,000 rows)
-    last_runs, states, dues, suspended = loaded.last_runs, loaded.states, loaded.due, loaded.held
-    zone = config.timezone or None
-    for task in loaded.tasks:
-        if tag and tag not in task.tags:
-            continue
+    row = TaskRows(config, loaded, now)
+    rows = [row(task) for task in loaded.tasks if not tag or tag in task.tags]
+    if tag is None:
+        rows += invalid_rows(loaded.problems)
+    return rows
+
+
+class TaskRows:
+    """list_rows' row of one valid task, with what it looks up once for 10,000 (issue 27);
+    cli/list_json.py writes most rows of `list --json` as text and calls this for the others."""
+
+    def __init__(self, config: Config, loaded: Loaded, now: float) -> None:
+        self.config, self.loaded, self.now = config, loaded, now
+        self.held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
+        if config.resources:
+            for h in holders(config):
+                if h.info is not None:
+                    self.held.setdefault(h.info.task_id, []).append(h.resource)
+        self.held_locks = _held_lock_files(config.locks_dir)
+        self.zone = config.timezone or None
+
+    def __call__(self, task: Task) -> dict:
+        config, loaded, now, zone = self.config, self.loaded, self.now, self.zone
         tid = task.id
-        last = last_runs.get(tid) or {}
-        state = states.get(tid)
-        due = dues.get(tid)
-        is_held = tid in suspended
+        last = loaded.last_runs.get(tid) or {}
+        state = loaded.states.get(tid)
+        due = loaded.due.get(tid)
+        is_held = tid in loaded.held
         nxt = None if is_held else next_fire(task, config, now, due)
         next_text = nxt.isoformat() if nxt else None
         if task.jitter:  # issue 26: the fire plus its jitter
@@ -89,11 +98,11 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             start_text = start.isoformat() if start else None
         else:
             start_text = next_text
-        info = (read_info(lock_path(locks_dir, tid))  # as `why`: the lock says so
-                if f"{tid}.lock" in held_locks else None)
+        info = (read_info(lock_path(config.locks_dir, tid))  # as `why`: the lock says so
+                if f"{tid}.lock" in self.held_locks else None)
         running_since = info.started_at if info is not None and holder_alive(info) else None
         started = last.get("started_at")
-        rows.append({
+        return {
             "id": tid,
             "title": task.title,
             "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
@@ -114,24 +123,28 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
             "uses": list(task.uses),
-            "holds": held.get(tid, []),
+            "holds": self.held.get(tid, []),
             "after": list(task.after),
             "file": str(task.path),
             "valid": True,
             "problem": None,
+        }
+
+
+def invalid_rows(problems: list[Problem]) -> list[dict]:
+    """One row per invalid file, after the valid ones, in path order."""
+    rows = []
+    invalid = {p.path for p in problems if p.severity == "error"}
+    for path in sorted(invalid):
+        first = next(p for p in problems if p.path == path and p.severity == "error")
+        rows.append({
+            "id": path.stem, "title": None, "schedule": None, "timezone": None,
+            "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
+            "last_host": None, "running_since": None, "next_fire": None,
+            "next_run": None, "overdue_since": None, "command": None,
+            "consecutive_failures": 0, "tags": [], "uses": [],
+            "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
         })
-    if tag is None:
-        invalid = {p.path for p in loaded.problems if p.severity == "error"}
-        for path in sorted(invalid):
-            first = next(p for p in loaded.problems if p.path == path and p.severity == "error")
-            rows.append({
-                "id": path.stem, "title": None, "schedule": None, "timezone": None,
-                "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
-                "last_host": None, "running_since": None, "next_fire": None,
-                "next_run": None, "overdue_since": None, "command": None,
-                "consecutive_failures": 0, "tags": [], "uses": [],
-                "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
-            })
     return rows
 
 

@@ -75,14 +75,20 @@ LISTED = ("id", "title", "schedule", "timezone", "enabled", "disabled_reason", "
 
 
 def listing_of(task_json: str) -> str | None:
-    """A cached task's LISTED fields as '<crc32 of the array> <JSON array>' (schema 9), for
-    `list` to decode instead of the whole JSON (issue 27); None when the JSON is not a Task's."""
+    """A cached task's LISTED fields as '<crc32 of the body> <body>' (schema 9), for `list`
+    to decode instead of the whole JSON (issue 27); None when the JSON is not a Task's. The
+    body is each field's JSON as `list --json` writes it (json's default separators, ASCII),
+    one a line: cli/list_json.py copies them into its rows as they are, schedule/listing.py
+    reads them as one array. A JSON text in ASCII holds no line break, so none is ambiguous."""
     try:
         data = json.loads(task_json)
-        body = json.dumps([data[name] for name in LISTED], separators=(",", ":"))
+        body = "\n".join(_encode(data[name]) for name in LISTED)
     except (ValueError, TypeError, KeyError):
         return None
     return f"{zlib.crc32(body.encode())} {body}"
+
+
+_encode = json.JSONEncoder().encode  # ensure_ascii, ", " and ": ": list --json's own
 
 
 def listings(db: Any) -> dict[str, str | None]:
