@@ -8,7 +8,7 @@ a shell task with a command, no `after:`, no jitter, no hold, no lock with a hol
 no resource held, and, when enabled, a next fire the cache's due hint answers. The hint answers
 only while now is before that fire, so such a task is never overdue. Anything else, a listing
 that fails its checks (checksum, id, enabled flag, file) or a task read from its file in this
-pass, takes queries.TaskRows, the one definition of a row; tests/test_cmds_scale.py holds the
+pass, takes queries.task_rows, the one definition of a row; tests/test_cmds_scale.py holds the
 two to the same bytes. The listings are checked, and the other rows' tasks decoded, before the
 state rows are read (prepare): the cache's save after them closes its database.
 """
@@ -26,8 +26,7 @@ from ..schedule.cache_entry import Entry
 from ..schedule.listing import record_of_listing
 from ..settings.config import Config
 from ..state.task_cache import LISTED
-from .queries import Loaded, TaskRows, invalid_rows
-from .task_text import iso
+from .queries import Loaded, invalid_rows, task_rows
 
 (_ID, _TITLE, _SCHEDULE, _ZONE, _ENABLED, _REASON, _RUN_AS, _COMMAND, _TAGS, _USES, _AFTER,
  _PATH, _JITTER) = range(len(LISTED))
@@ -35,7 +34,7 @@ assert LISTED == ("id", "title", "schedule", "timezone", "enabled", "disabled_re
                   "command", "tags", "uses", "after", "path", "jitter")
 def _value(value: object, texts: dict) -> str | None:
     """A string or null as JSON, kept in `texts`; None for anything else (the row is left to
-    TaskRows)."""
+    task_rows)."""
     if value is None:
         return "null"
     if type(value) is not str:
@@ -67,7 +66,7 @@ def json_items(config: Config, view: View, listings: dict[str, str | None],
                encode: Callable[[object], str]) -> list[str]:
     """Each valid task's row of `list --json` as text, in file-name order, then the invalid
     files' rows. `encode`: the encoder of a row that is not plain (render.item_encoder)."""
-    rows = TaskRows(config, loaded, now)
+    rows = task_rows(config, loaded, now)
     default_zone = _text(config.timezone or str(resolve_zone(None)))
     states, last_runs, dues = loaded.states, loaded.last_runs, loaded.due
     special = set(loaded.held) | set(rows.held)
@@ -85,7 +84,7 @@ def json_items(config: Config, view: View, listings: dict[str, str | None],
             item = record_of_listing(view, listings.get(e.path), e)  # a shell task: no query
             if item is None:
                 continue
-        out.append(encode(rows(item)))  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
+        out.append(encode(rows.row(item)))  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
     out += map(encode, invalid_rows(loaded.problems))
     return out
 
@@ -97,7 +96,8 @@ def _fields(e: Entry, listing: str | None) -> list[str] | None:
     crc, _, body = listing.partition(" ")
     f = body.split("\n")
     if (len(f) != len(LISTED) or not crc.isdigit() or zlib.crc32(body.encode()) != int(crc)
-            or f[_ID] != _text(e.id) or f[_PATH] != _text(e.path)
+            # the id and file as JSON when they need no escaping (else: not equal, not plain)
+            or f[_ID] != f'"{e.id}"' or f[_PATH] != f'"{e.path}"'
             or f[_ENABLED] != ("true" if e.enabled else "false") or f[_RUN_AS] != '"shell"'
             or f[_COMMAND] == "null" or f[_AFTER] != "[]" or f[_JITTER] not in ("0.0", "0")):
         return None
@@ -126,7 +126,8 @@ def _plain(f: list[str], default_zone: str, state: object, last: dict | None,
         host = texts.get(host) or _value(host, texts)
         if status is None or host is None:
             return None
-        run = "null" if started is None else f'"{iso(started)}"'  # type: ignore[arg-type]
+        run = "null" if started is None else (  # task_text.iso
+            f'"{datetime.fromtimestamp(started, UTC).isoformat()}"')  # type: ignore[arg-type]
     else:
         run = status = host = "null"
     fails = state.consecutive_failures if state is not None else 0  # type: ignore[attr-defined]

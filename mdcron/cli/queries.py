@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, schedule_of
@@ -63,34 +64,42 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
 
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
-    row = TaskRows(config, loaded, now)
+    row = task_rows(config, loaded, now).row
     rows = [row(task) for task in loaded.tasks if not tag or tag in task.tags]
     if tag is None:
         rows += invalid_rows(loaded.problems)
     return rows
 
 
-class TaskRows:
-    """list_rows' row of one valid task, with what it looks up once for 10,000 (issue 27);
-    cli/list_json.py writes most rows of `list --json` as text and calls this for the others."""
+class TaskRows(NamedTuple):
+    """list_rows' row of one valid task (`row`), with what it looked up once for 10,000
+    (issue 27): the resources each task holds now (issue 12) and the lock files with a record
+    in them. cli/list_json.py writes most rows of `list --json` as text and calls `row` for the
+    others."""
 
-    def __init__(self, config: Config, loaded: Loaded, now: float) -> None:
-        self.config, self.loaded, self.now = config, loaded, now
-        self.held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
-        if config.resources:
-            for h in holders(config):
-                if h.info is not None:
-                    self.held.setdefault(h.info.task_id, []).append(h.resource)
-        self.held_locks = _held_lock_files(config.locks_dir)
-        self.zone = config.timezone or None
+    row: Callable[[Task], dict]
+    held: dict[str, list[str]]
+    held_locks: set[str]
 
-    def __call__(self, task: Task) -> dict:
-        config, loaded, now, zone = self.config, self.loaded, self.now, self.zone
+
+def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
+    held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
+    if config.resources:
+        for h in holders(config):
+            if h.info is not None:
+                held.setdefault(h.info.task_id, []).append(h.resource)
+    locks_dir = config.locks_dir
+    held_locks = _held_lock_files(locks_dir)
+    # looked up once, not per task (issue 27: 10,000 rows)
+    last_runs, states, dues, suspended = loaded.last_runs, loaded.states, loaded.due, loaded.held
+    zone = config.timezone or None
+
+    def row(task: Task) -> dict:
         tid = task.id
-        last = loaded.last_runs.get(tid) or {}
-        state = loaded.states.get(tid)
-        due = loaded.due.get(tid)
-        is_held = tid in loaded.held
+        last = last_runs.get(tid) or {}
+        state = states.get(tid)
+        due = dues.get(tid)
+        is_held = tid in suspended
         nxt = None if is_held else next_fire(task, config, now, due)
         next_text = nxt.isoformat() if nxt else None
         if task.jitter:  # issue 26: the fire plus its jitter
@@ -98,8 +107,8 @@ class TaskRows:
             start_text = start.isoformat() if start else None
         else:
             start_text = next_text
-        info = (read_info(lock_path(config.locks_dir, tid))  # as `why`: the lock says so
-                if f"{tid}.lock" in self.held_locks else None)
+        info = (read_info(lock_path(locks_dir, tid))  # as `why`: the lock says so
+                if f"{tid}.lock" in held_locks else None)
         running_since = info.started_at if info is not None and holder_alive(info) else None
         started = last.get("started_at")
         return {
@@ -123,12 +132,14 @@ class TaskRows:
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
             "uses": list(task.uses),
-            "holds": self.held.get(tid, []),
+            "holds": held.get(tid, []),
             "after": list(task.after),
             "file": str(task.path),
             "valid": True,
             "problem": None,
         }
+
+    return TaskRows(row, held, held_locks)
 
 
 def invalid_rows(problems: list[Problem]) -> list[dict]:

@@ -57,7 +57,7 @@ def record_of_listing(view: View, listing: str | None, e: Entry) -> TaskRecord |
     try:
         if zlib.crc32(body.encode()) != int(crc):
             return None
-        values = json.loads(f"[{body.replace(NL, ', ')}]")  # one JSON text a line
+        values = json.loads("[" + body.replace(NL, ",") + "]")  # one JSON text a line
     except ValueError:
         return None
     if (not isinstance(values, list) or len(values) != len(LISTED) or values[_ID] != e.id
