@@ -128,6 +128,7 @@ def test_show_and_next_decode_only_their_own_row(home, write_task, tmp_path):
     stdout, counts = _calls(home, tmp_path, "show", "job042", "--json")
     assert json.loads(stdout)["task"]["id"] == "job042"
     assert 1 <= counts.get("from_row", 0) <= 2  # its row (and a file with problems): was 120
+    assert counts.get("holds", 0) <= 2  # another id's row is its stat, compared as it is
     stdout, counts = _calls(home, tmp_path, "next", "job042", "--after", NOW, "-n", "1")
     assert stdout.startswith("2026-11-30 06:42"), stdout
     assert 1 <= counts.get("from_row", 0) <= 2

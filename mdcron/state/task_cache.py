@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from .idle import RACY_NS
 from .meta import put_metas, read_metas
 
 
@@ -38,8 +39,10 @@ ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, ena
 def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow] | None:
     """The rows by path in one read transaction; None when they belong to another key or were
     changed behind save()'s back (not sealed): then every file is read again. `only` (a task
-    id): the rows of other ids without problems come as their first 7 columns (path to deps,
-    what says whether the row holds), the others whole (issue 27: `show` at 10,000 tasks)."""
+    id): a row of another id that holds whatever its file's stat is (no problems, no outside
+    paths, not racily clean when read) comes as its stat alone, (size, mtime_ns, ino, ctime_ns):
+    it holds exactly when the file's stat is that (cache_entry.holds: with the stat unchanged,
+    racy() reads the stored times); the others come whole (issue 27: `show` at 10,000 tasks)."""
     db.execute("BEGIN")
     try:
         meta = read_metas(db, ("cache_key", "cache_sealed"))
@@ -48,11 +51,13 @@ def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow
         new = tuple.__new__  # CacheRow._make without its checks: 10k rows cost no more
         if only is None:
             return {r[0]: new(CacheRow, r) for r in db.execute(ROWS)}
-        rows = {r[0]: r for r in db.execute(
-            "SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps FROM task_cache"
-            " WHERE task_id IS NOT ? AND problems IS NULL", (only,))}
+        short = ("(task_id IS NOT ? AND problems IS NULL AND deps = ''"
+                 " AND max(mtime_ns, ctime_ns) < read_ns - ?)")
+        rows = {r[0]: r[1:] for r in db.execute(
+            "SELECT path, size, mtime_ns, ino, ctime_ns FROM task_cache WHERE " + short
+            + " IS 1", (only, RACY_NS))}
         rows.update((r[0], new(CacheRow, r)) for r in db.execute(
-            ROWS + " WHERE task_id IS ? OR problems IS NOT NULL", (only,)))
+            ROWS + " WHERE " + short + " IS NOT 1", (only, RACY_NS)))
         return rows  # type: ignore[return-value]  (the short rows: see above)
     finally:
         db.execute("COMMIT")
