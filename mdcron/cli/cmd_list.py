@@ -134,7 +134,7 @@ def _json_items(config: Config, now: float) -> list[str]:
 
         return list(map(item_encoder(), list_rows(config, loaded, now, None)))
     prepared = prepare(view, rows)
-    loaded = _with_state(config, view, [], [e.id for e, _ in prepared])  # type: ignore[misc]
+    loaded = _with_state(config, view, [], [e.id for e, _ in prepared])
     return json_items(config, view, rows, prepared, loaded, now, item_encoder())
 
 

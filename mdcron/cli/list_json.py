@@ -28,10 +28,12 @@ from ..settings.config import Config
 from ..state.task_cache import LISTED
 from .queries import Loaded, invalid_rows, task_rows
 
-(_ID, _TITLE, _SCHEDULE, _ZONE, _ENABLED, _REASON, _RUN_AS, _COMMAND, _TAGS, _USES, _AFTER,
- _PATH, _JITTER) = range(len(LISTED))
-assert LISTED == ("id", "title", "schedule", "timezone", "enabled", "disabled_reason", "run_as",
-                  "command", "tags", "uses", "after", "path", "jitter")
+_ID, _TITLE, _SCHEDULE, _ZONE, _ENABLED, _REASON, _RUN_AS, _COMMAND, _TAGS, _USES, _AFTER, \
+    _PATH, _JITTER = map(LISTED.index, ("id", "title", "schedule", "timezone", "enabled",
+                                        "disabled_reason", "run_as", "command", "tags", "uses",
+                                        "after", "path", "jitter"))
+
+
 def _value(value: object, texts: dict) -> str | None:
     """A string or null as JSON, kept in `texts`; None for anything else (the row is left to
     task_rows)."""
@@ -72,12 +74,13 @@ def json_items(config: Config, view: View, listings: dict[str, str | None],
     special = set(loaded.held) | set(rows.held)
     special.update(name[:-5] for name in rows.held_locks)  # "<id>.lock"
     out = []
-    texts: dict = {}
+    texts: dict[str, str] = {}  # the JSON of statuses and hosts met before
+    fires: dict[float, str] = {}  # and of fire times: a few for 10,000 rows
     for e, item in prepared:
         if type(item) is list:
             line = None if e.id in special else _plain(
                 item, default_zone, states.get(e.id), last_runs.get(e.id), dues.get(e.id),
-                now, texts)
+                now, texts, fires)
             if line is not None:
                 out.append(line)
                 continue
@@ -105,9 +108,9 @@ def _fields(e: Entry, listing: str | None) -> list[str] | None:
 
 
 def _plain(f: list[str], default_zone: str, state: object, last: dict | None,
-           due: tuple[float, float | None] | None, now: float, texts: dict) -> str | None:
-    """The row as text, or None when the task's state makes it not a plain one. `texts`:
-    the JSON of values met before (statuses, hosts, fire times: a few for 10,000 rows)."""
+           due: tuple[float, float | None] | None, now: float, texts: dict[str, str],
+           fires: dict[float, str]) -> str | None:
+    """The row as text, or None when the task's state makes it not a plain one."""
     nxt = "null"
     if f[_ENABLED] == "true":  # queries.next_fire from the hint; any other case: cron maths
         if due is None:
@@ -116,9 +119,9 @@ def _plain(f: list[str], default_zone: str, state: object, last: dict | None,
         if not (floor <= now and (first is None or now + 1e-6 < first)):
             return None
         if first is not None:
-            nxt = texts.get(first)  # type: ignore[assignment]
+            nxt = fires.get(first)  # type: ignore[assignment]
             if nxt is None:
-                nxt = texts[first] = f'"{datetime.fromtimestamp(first, UTC).isoformat()}"'
+                nxt = fires[first] = f'"{datetime.fromtimestamp(first, UTC).isoformat()}"'
     if last:
         started = last.get("started_at")
         status, host = last.get("status"), last.get("host")
