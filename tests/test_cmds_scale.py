@@ -7,12 +7,14 @@ import json
 import sqlite3
 import subprocess
 import sys
+import zlib
 
 import pytest
 from conftest import REPO
 from conftest import age_cache as age
 
 from mdcron.core.clock import minute_floor
+from mdcron.core.lock_info import LockInfo, boot_id, process_start_time
 from mdcron.core.outcome import Outcome, RunResult
 from mdcron.state.store import Owner, Store
 
@@ -181,3 +183,77 @@ def test_a_schema_8_database_gains_the_listing_column_and_lists_as_before(home, 
     listings = [r[0] for r in db.execute("SELECT listing FROM task_cache_data")]
     db.close()
     assert len(listings) == 55 and all(x and '"true"' in x for x in listings)
+
+
+def _odd_states(home) -> None:
+    """What makes a `list --json` row other than plain (cli/list_json.py): a held suspension,
+    a lock with a record in it, failures in a row, last runs with a host and a status to
+    escape, a state that moved on behind the cache's due hint."""
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    db.execute("INSERT INTO meta(key, value) VALUES ('held:t03', '{}')")
+    db.execute("UPDATE task_state SET consecutive_failures = 3 WHERE task_id IN ('t04', 'off')")
+    db.execute("UPDATE task_state SET last_slot = not_before + 3600 WHERE task_id = 't05'")
+    for tid, status, host in (("t06", "failed", "hôte-b"), ("t07", "success", None),
+                              ("off", "timeout", "b"), ("t08", "odd \"one\"", "b")):
+        db.execute("INSERT INTO runs(task_id, scheduled_for, trigger, status, started_at, host)"
+                   " VALUES (?, ?, 'manual', ?, ?, ?)", (tid, NOW, status, NOW + 1.25, host))
+    db.close()
+    (home / "state" / "locks").mkdir(exist_ok=True)
+    import os  # a live holder: this test's own process
+
+    info = LockInfo("t09", None, os.getpid(), process_start_time(os.getpid()), boot_id(), None,
+                    None, NOW + 2.5, NOW + 600)
+    (home / "state" / "locks" / "t09.lock").write_text(info.to_json(), encoding="utf-8")
+
+
+@pytest.mark.parametrize("zone", ["timezone: Europe/Riga\n", ""])
+def test_list_json_writes_the_rows_list_rows_makes(home, write_task, cli, zone):
+    """`list --json` writes a plain task's row from the cache's listing texts (issue 27,
+    cli/list_json.py) and the others through queries.TaskRows: byte for byte what every file
+    read again (the first `list` after a config change) writes, for every shape of task and
+    state, now and two days on (every task overdue), with the config's zone or the machine's."""
+    _many(home, write_task)
+    at = "2026-11-23T10:00:00+00:00"
+    assert cli("tick", "--now", at).returncode in (0, 1)
+    _odd_states(home)
+    (home / "scheduler.yaml").write_text(zone + "resources:\n  db: 1\n", encoding="utf-8")
+    for now in (at, "2026-11-23T10:00:30+00:00", "2026-11-25T11:00:00+00:00"):
+        cold = cli("list", "--json", "--now", now)  # the config changed: every file read
+        age(home)
+        warm = cli("list", "--json", "--now", now)  # the listings' texts
+        assert cold.returncode == warm.returncode == 0, warm.stderr
+        assert warm.stdout == cold.stdout
+        (home / "scheduler.yaml").write_text(zone + "resources:\n  db: 1\n# " + now + "\n",
+                                             encoding="utf-8")
+    rows = {r["id"]: r for r in json.loads(warm.stdout)}
+    assert rows["t03"]["enabled"] is False and rows["t04"]["consecutive_failures"] == 3
+    assert rows["t06"]["last_host"] == "hôte-b" and rows["t01"]["overdue_since"]
+    assert rows["t09"]["running_since"] and rows["t08"]["last_status"] == 'odd "one"'
+    assert rows["bad"]["valid"] is False
+
+
+def test_list_json_copies_a_plain_tasks_row_from_its_listing(home, write_task, cli):
+    """The plain rows are the listing's texts put together, not a dict encoded again: a listing
+    whose checksum holds is what `list --json` shows (the cache is trusted as listed() trusts
+    it; the file's stat, id, enabled flag and path still decide whether the row is used)."""
+    _many(home, write_task)
+    at = "2026-11-23T10:00:00+00:00"
+    assert cli("tick", "--now", at).returncode in (0, 1)
+    age(home)
+    before = cli("list", "--json", "--now", at).stdout
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    path = str(home / "tasks" / "t07.md")
+    text = db.execute("SELECT listing FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
+    fields = text.split(" ", 1)[1].split("\n")
+    assert fields[:2] == ['"t07"', '"t07"']  # the id and the title, one field a line
+    body = "\n".join([fields[0], '"Listed t07"', *fields[2:]])
+    db.execute("BEGIN")
+    db.execute("UPDATE task_cache_data SET listing = ? WHERE path = ?",
+               (f"{zlib.crc32(body.encode())} {body}", path))
+    sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
+    db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
+    db.execute("COMMIT")
+    db.close()
+    after = cli("list", "--json", "--now", at).stdout
+    assert after == before.replace('"id": "t07", "title": "t07"',
+                                   '"id": "t07", "title": "Listed t07"') != before

@@ -65,8 +65,8 @@ def test_show_and_next_after_a_config_change_save_the_rebuilt_cache(home, write_
 
 
 def _calls(home: Path, tmp_path: Path, *args: str) -> tuple[str, dict[str, int]]:
-    """The command's stdout and how often each function of schedule/cache*.py and
-    schedule/listing.py ran."""
+    """The command's stdout and how often each function of schedule/cache*.py,
+    schedule/listing.py and cli/list_json.py ran."""
     import os
     import pstats
     import subprocess
@@ -82,7 +82,8 @@ def _calls(home: Path, tmp_path: Path, *args: str) -> tuple[str, dict[str, int]]
     assert done.returncode == 0, done.stderr
     counts: dict[str, int] = {}
     for (path, _line, name), (_cc, calls, *_rest) in pstats.Stats(str(out)).stats.items():
-        if "schedule" in Path(path).parts and Path(path).name.startswith(("cache", "listing")):
+        if ("schedule" in Path(path).parts and Path(path).name.startswith(("cache", "listing"))
+                or Path(path).name == "list_json.py"):
             counts[name] = counts.get(name, 0) + calls
     return done.stdout, counts
 
@@ -104,9 +105,13 @@ def test_list_reads_the_cached_fields_without_building_tasks(home, write_task, t
     assert counts.get("task_from_json", 0) == 0  # was one Task a task: 120
     assert counts.get("read_entry", 0) == 0  # and no file parsed again
     assert counts.get("record_of", 0) == 0  # no whole Task JSON decoded (issue 27)
-    assert counts.get("_record") == 120  # each row read as its listed fields (listing.py)
+    assert counts.get("record_of_listing", 0) == 0  # nor its listed fields decoded: each row
+    assert counts.get("_plain") == 120  # is the listing's texts put together (list_json.py)
     rows = json.loads(stdout)
     assert len(rows) == 120 and rows[7]["tags"] == ["bench"] and rows[7]["next_run"]
+    table, counts = _calls(home, tmp_path, "list", "--now", NOW)
+    assert counts.get("record_of_listing") == 120 and "job007" in table  # the table's cells
+    assert counts.get("record_of", 0) == 0  # are the listed fields decoded (listing.py)
     # the same rows as from the files themselves (no state database: every file is read)
     import shutil
 
@@ -123,6 +128,7 @@ def test_show_and_next_decode_only_their_own_row(home, write_task, tmp_path):
     stdout, counts = _calls(home, tmp_path, "show", "job042", "--json")
     assert json.loads(stdout)["task"]["id"] == "job042"
     assert 1 <= counts.get("from_row", 0) <= 2  # its row (and a file with problems): was 120
+    assert counts.get("holds", 0) <= 2  # another id's row is its stat, compared as it is
     stdout, counts = _calls(home, tmp_path, "next", "job042", "--after", NOW, "-n", "1")
     assert stdout.startswith("2026-11-30 06:42"), stdout
     assert 1 <= counts.get("from_row", 0) <= 2

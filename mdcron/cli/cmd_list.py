@@ -39,10 +39,13 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
 def _list(config: Config, args: argparse.Namespace) -> int:
     from .fit import terminal_width
     from .queries import list_rows
-    from .render import print_json
+    from .render import print_items, print_json
     from .tables import list_lines
 
     now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
+    if args.json and not args.tag:  # issue 27: most rows written as text (list_json.py)
+        print_items(_json_items(config, now))
+        return OK
     loaded = _listing(config)
     if args.tag and not any(args.tag in t.tags for t in loaded.tasks):
         from .ids import unknown_tag
@@ -81,23 +84,58 @@ def _listing(config: Config):  # -> queries.Loaded
     """queries.load_all for `list` (issue 27: 10,000 tasks): the tasks' listed fields
     (schedule/listing.py), the state rows as tuples and each last run's three shown columns."""
     from ..schedule.cache import load
-    from ..schedule.held import held
     from ..schedule.listing import listed
-    from .queries import Loaded
 
     view = load(config)
     tasks = listed(view)
+    return _with_state(config, view, tasks, [t.id for t in tasks])
+
+
+def _with_state(config: Config, view, tasks: list, ids: list[str]):  # -> queries.Loaded
+    """The view's tasks with their state rows, holds and last runs (closes the view)."""
+    from ..schedule.held import held
+    from .queries import Loaded
+
     states: dict = {}
     last: dict = {}
     holds: dict = {}
     if config.state_exists:
         with state_store(config) as store:
             states, holds = store.state_rows(), held(store)
-            last = store.last_run_briefs(t.id for t in tasks)
+            last = store.last_run_briefs(ids)
             view.fill_dues(states)  # once after a config change, then cached
             view.save(store)
     view.close()
     return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
+
+
+def _json_items(config: Config, now: float) -> list[str]:
+    """`list --json`'s rows as text: the plain ones from the cache's listings (list_json.py),
+    the others as list_rows makes them."""
+    import sqlite3
+
+    from ..schedule.cache import load
+    from ..schedule.listing import listed
+    from ..state.task_cache import listings
+    from .list_json import json_items, prepare
+    from .render import item_encoder
+
+    view = load(config)
+    rows: dict[str, str | None] = {}
+    if view.db is not None and sum(e.task is None for e in view.valid) > 50:
+        try:
+            rows = listings(view.db)
+        except sqlite3.Error:
+            rows = {}
+    if not rows:  # no cache to write rows from: every task as list_rows has it
+        tasks = listed(view)
+        loaded = _with_state(config, view, tasks, [t.id for t in tasks])
+        from .queries import list_rows
+
+        return list(map(item_encoder(), list_rows(config, loaded, now, None)))
+    prepared = prepare(view, rows)
+    loaded = _with_state(config, view, [], [e.id for e, _ in prepared])
+    return json_items(config, view, rows, prepared, loaded, now, item_encoder())
 
 
 def _say_note(text: str, width: int) -> None:

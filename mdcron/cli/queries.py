@@ -6,6 +6,7 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, schedule_of
@@ -63,7 +64,25 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
 
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
-    rows: list[dict] = []
+    row = task_rows(config, loaded, now).row
+    rows = [row(task) for task in loaded.tasks if not tag or tag in task.tags]
+    if tag is None:
+        rows += invalid_rows(loaded.problems)
+    return rows
+
+
+class TaskRows(NamedTuple):
+    """list_rows' row of one valid task (`row`), with what it looked up once for 10,000
+    (issue 27): the resources each task holds now (issue 12) and the lock files with a record
+    in them. cli/list_json.py writes most rows of `list --json` as text and calls `row` for the
+    others."""
+
+    row: Callable[[Task], dict]
+    held: dict[str, list[str]]
+    held_locks: set[str]
+
+
+def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
     held: dict[str, list[str]] = {}  # issue 12: task id -> resources it holds now
     if config.resources:
         for h in holders(config):
@@ -74,9 +93,8 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
     # looked up once, not per task (issue 27: 10,000 rows)
     last_runs, states, dues, suspended = loaded.last_runs, loaded.states, loaded.due, loaded.held
     zone = config.timezone or None
-    for task in loaded.tasks:
-        if tag and tag not in task.tags:
-            continue
+
+    def row(task: Task) -> dict:
         tid = task.id
         last = last_runs.get(tid) or {}
         state = states.get(tid)
@@ -93,7 +111,7 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
                 if f"{tid}.lock" in held_locks else None)
         running_since = info.started_at if info is not None and holder_alive(info) else None
         started = last.get("started_at")
-        rows.append({
+        return {
             "id": tid,
             "title": task.title,
             "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
@@ -119,19 +137,25 @@ def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> li
             "file": str(task.path),
             "valid": True,
             "problem": None,
+        }
+
+    return TaskRows(row, held, held_locks)
+
+
+def invalid_rows(problems: list[Problem]) -> list[dict]:
+    """One row per invalid file, after the valid ones, in path order."""
+    rows = []
+    invalid = {p.path for p in problems if p.severity == "error"}
+    for path in sorted(invalid):
+        first = next(p for p in problems if p.path == path and p.severity == "error")
+        rows.append({
+            "id": path.stem, "title": None, "schedule": None, "timezone": None,
+            "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
+            "last_host": None, "running_since": None, "next_fire": None,
+            "next_run": None, "overdue_since": None, "command": None,
+            "consecutive_failures": 0, "tags": [], "uses": [],
+            "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
         })
-    if tag is None:
-        invalid = {p.path for p in loaded.problems if p.severity == "error"}
-        for path in sorted(invalid):
-            first = next(p for p in loaded.problems if p.path == path and p.severity == "error")
-            rows.append({
-                "id": path.stem, "title": None, "schedule": None, "timezone": None,
-                "enabled": False, "disabled_reason": None, "last_run": None, "last_status": None,
-                "last_host": None, "running_since": None, "next_fire": None,
-                "next_run": None, "overdue_since": None, "command": None,
-                "consecutive_failures": 0, "tags": [], "uses": [],
-                "holds": [], "after": [], "file": str(path), "valid": False, "problem": str(first),
-            })
     return rows
 
 

@@ -45,7 +45,7 @@ from ..state.task_state import StateRow, state_rows
 from ..tasks.task import Task, TaskSet, find_duplicate_ids
 from .cache_due import PLAIN_LATE as PLAIN_LATE
 from .cache_due import fire_after, maths_problem, next_due, plain_due, zone_bound
-from .cache_entry import Entry, GcPaused, from_row, holds, read_entry, row_of_entry
+from .cache_entry import Entry, GcPaused, from_row, read_entry, row_of_entry
 from .cache_json import EMPTY_DIGEST as EMPTY_DIGEST
 from .cache_json import Damaged, record_of, task_from_json, task_to_json
 from .cache_json import TaskRecord as TaskRecord
@@ -438,8 +438,8 @@ def _fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
     for path in sorted(files):
         stat = files[path]
         row = rows.get(path)
-        if only is not None and row is not None and len(row) == 7:  # another id's short row
-            if holds(row, stat):  # type: ignore[arg-type]
+        if only is not None and row is not None and len(row) == 4:  # another id's short row
+            if row == stat:  # it holds (task_cache.read_cache)
                 continue
             row = None  # read the file: it may now hold this id
         entry = from_row(row, stat) if row is not None and stat is not None else None

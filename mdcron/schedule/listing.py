@@ -1,8 +1,8 @@
 """The tasks `list` shows, at 10,000 files (issue 27): a cached task's listed fields only.
 
 View.records() decodes every cached Task's whole JSON (its body, env, every key); `list` reads
-a dozen of them. save() keeps those beside the JSON (state/task_cache.listing_of, schema 9: a
-short JSON array and its checksum), and each task becomes that array decoded into a
+a dozen of them. save() keeps those beside the JSON (state/task_cache.listing_of, schema 9: each
+listed field's JSON one a line, and its checksum), and each task becomes that array decoded into a
 TaskRecord, with the checks cache_json.record_of makes: the checksum, and the id, enabled flag
 and file agreeing with the cache row. A Claude task (its prompt or body is its command text)
 takes the whole record; a row without a listing, or one that fails a check, is read as
@@ -26,6 +26,7 @@ _PATH = LISTED.index("path")
 _ID = LISTED.index("id")
 _ENABLED = LISTED.index("enabled")
 _RUN_AS = LISTED.index("run_as")
+NL = "\n"
 
 
 def listed(view: View) -> list[Task]:
@@ -41,21 +42,22 @@ def listed(view: View) -> list[Task]:
     out: list[Task] = []
     with GcPaused():
         for e in valid:
-            record = None if e.task is not None else _record(view, rows.get(e.path), e)
+            record = None if e.task is not None else record_of_listing(view, rows.get(e.path), e)
             task = record if record is not None else view.task(e)
             if task is not None:
                 out.append(task)  # type: ignore[arg-type]  (a TaskRecord reads as a Task)
     return out
 
 
-def _record(view: View, listing: str | None, e: Entry) -> TaskRecord | None:
+def record_of_listing(view: View, listing: str | None, e: Entry) -> TaskRecord | None:
+    """A listing (task_cache.listing_of) as a TaskRecord; None when it fails a check."""
     if not listing:
         return None
     crc, _, body = listing.partition(" ")
     try:
         if zlib.crc32(body.encode()) != int(crc):
             return None
-        values = json.loads(body)
+        values = json.loads("[" + body.replace(NL, ",") + "]")  # one JSON text a line
     except ValueError:
         return None
     if (not isinstance(values, list) or len(values) != len(LISTED) or values[_ID] != e.id

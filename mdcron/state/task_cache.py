@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.records import NamedTuple  # typing's, without its per-field check
+from .idle import RACY_NS
 from .meta import put_metas, read_metas
 
 
@@ -39,8 +40,10 @@ ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, ena
 def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow] | None:
     """The rows by path in one read transaction; None when they belong to another key or were
     changed behind save()'s back (not sealed): then every file is read again. `only` (a task
-    id): the rows of other ids without problems come as their first 7 columns (path to deps,
-    what says whether the row holds), the others whole (issue 27: `show` at 10,000 tasks)."""
+    id): a row of another id that holds whatever its file's stat is (no problems, no outside
+    paths, not racily clean when read) comes as its stat alone, (size, mtime_ns, ino, ctime_ns):
+    it holds exactly when the file's stat is that (cache_entry.holds: with the stat unchanged,
+    racy() reads the stored times); the others come whole (issue 27: `show` at 10,000 tasks)."""
     db.execute("BEGIN")
     try:
         meta = read_metas(db, ("cache_key", "cache_sealed"))
@@ -49,11 +52,13 @@ def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow
         new = tuple.__new__  # CacheRow._make without its checks: 10k rows cost no more
         if only is None:
             return {r[0]: new(CacheRow, r) for r in db.execute(ROWS)}
-        rows = {r[0]: r for r in db.execute(
-            "SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps FROM task_cache"
-            " WHERE task_id IS NOT ? AND problems IS NULL", (only,))}
+        short = ("(task_id IS NOT ? AND problems IS NULL AND deps = ''"
+                 " AND max(mtime_ns, ctime_ns) < read_ns - ?)")
+        rows = {r[0]: r[1:] for r in db.execute(
+            "SELECT path, size, mtime_ns, ino, ctime_ns FROM task_cache WHERE " + short
+            + " IS 1", (only, RACY_NS))}
         rows.update((r[0], new(CacheRow, r)) for r in db.execute(
-            ROWS + " WHERE task_id IS ? OR problems IS NOT NULL", (only,)))
+            ROWS + " WHERE " + short + " IS NOT 1", (only, RACY_NS)))
         return rows  # type: ignore[return-value]  (the short rows: see above)
     finally:
         db.execute("COMMIT")
@@ -76,14 +81,20 @@ LISTED = ("id", "title", "schedule", "timezone", "enabled", "disabled_reason", "
 
 
 def listing_of(task_json: str) -> str | None:
-    """A cached task's LISTED fields as '<crc32 of the array> <JSON array>' (schema 9), for
-    `list` to decode instead of the whole JSON (issue 27); None when the JSON is not a Task's."""
+    """A cached task's LISTED fields as '<crc32 of the body> <body>' (schema 9), for `list`
+    to decode instead of the whole JSON (issue 27); None when the JSON is not a Task's. The
+    body is each field's JSON as `list --json` writes it (json's default separators, ASCII),
+    one a line: cli/list_json.py copies them into its rows as they are, schedule/listing.py
+    reads them as one array. A JSON text in ASCII holds no line break, so none is ambiguous."""
     try:
         data = json.loads(task_json)
-        body = json.dumps([data[name] for name in LISTED], separators=(",", ":"))
+        body = "\n".join(_encode(data[name]) for name in LISTED)
     except (ValueError, TypeError, KeyError):
         return None
     return f"{zlib.crc32(body.encode())} {body}"
+
+
+_encode = json.JSONEncoder().encode  # ensure_ascii, ", " and ": ": list --json's own
 
 
 def listings(db: Any) -> dict[str, str | None]:
