@@ -42,6 +42,7 @@ CGROUP_SWITCH = "MDCRON_CGROUP"  # "off": no cgroups, the mark and parent links 
 KILL_SETTLE = 1.0  # how long to wait for processes to vanish after SIGKILL
 PRUNE_AGE = 60.0  # seconds: an empty run cgroup this old belongs to no starting run
 _PRUNED: list[bool] = []  # the base was pruned in this process
+KEEP_EVERY = 0.004  # keep_joins_quick: well within a grace period (~10 ms measured)
 CMD_SHOWN = 80  # characters of a command line named in a log or an alert
 
 
@@ -384,6 +385,38 @@ def _prune(base: Path) -> None:
                 os.rmdir(entry.path)
         except OSError:
             continue
+
+
+def keep_joins_quick(seconds: float, every: float = KEEP_EVERY) -> None:
+    """For `seconds` from now, keep moving a process into a cgroup as quick as after one
+    (issue 27). The kernel's first migration after a quiet spell waits out an RCU grace
+    period (cgroup_threadgroup_rwsem's write side: ~8-15 ms measured here); one within a
+    grace period of the last is ~0.1 ms. A thread writes the tick's own pid into its own
+    cgroup (a migration to where it is: nothing moves) at once and every `every` seconds, so
+    the runs' joins at the minute (start_gate.py) find the lock quick; it ends by itself."""
+    base = cgroup_base()
+    if base is None:
+        return
+    try:
+        fd = os.open(base / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    import threading  # lazy: loaded already by the tick's pool; only with a cgroup to keep
+
+    def keep(own: bytes, until: float) -> None:
+        try:
+            while True:
+                os.write(fd, own)
+                if time.monotonic() >= until:
+                    return
+                time.sleep(every)
+        except OSError:
+            return  # a cgroup that refuses it: the joins pay their own wait, as before
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=keep, args=(str(os.getpid()).encode(), time.monotonic() + seconds),
+                     name="cgroup-keep", daemon=True).start()
 
 
 def remove_cgroup(path: Path | None) -> None:
