@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from ..state.store import Store
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
-SWITCH_S = 0.0005  # at_the_go: the GIL's switch interval while the runs start (default 5 ms)
-KEEP_S = 0.5  # at_the_go: how long the cgroup joins are kept quick (100 starts: ~0.45 s)
 
 
 def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
@@ -117,10 +115,11 @@ class Ahead:
 
 def at_the_go() -> None:
     """The minute has come: the runs start now, many at once (issue 27). The kernel's cgroup
-    joins are kept quick (proctree.keep_joins_quick: the first one after a quiet spell waited
-    ~10-15 ms), and the interpreter hands the GIL over within SWITCH_S, not the default 5 ms:
-    a worker back from starting its process (or from its cgroup join, its lock, its row) no
-    longer waits out another thread's Python for 5 ms each time."""
+    joins are kept quick from here (proctree.keep_joins_quick: the first one after a quiet
+    spell waited ~10-15 ms; kept from the go, that wait is paid while the tick stats the
+    files, not by the first task), and the interpreter hands the GIL over within SWITCH_S,
+    not the default 5 ms (as run/dispatch.py does for a pool)."""
+    from ..run.dispatch import KEEP_S, SWITCH_S  # lazy: as warm_up
     from ..run.proctree import keep_joins_quick  # lazy: as warm_up
 
     sys.setswitchinterval(SWITCH_S)

@@ -24,8 +24,17 @@ from .attempt import RunContext
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
+from .proctree import keep_joins_quick
 from .start_order import StartOrder
 from .waits import Gate
+
+# Issue 27, while a pool starts its processes: the GIL is handed over within SWITCH_S (a worker
+# back from its start, its join, its row waited out another thread's Python for up to the
+# default 5 ms), the cgroup joins are kept quick (proctree.keep_joins_quick) for KEEP_S, and
+# `meanwhile` waits up to MEANWHILE_WAIT for the first round to have started.
+SWITCH_S = 0.0005
+KEEP_S = 0.5
+MEANWHILE_WAIT = 0.25
 
 
 @dataclass(slots=True)
@@ -43,11 +52,12 @@ def run_all(
     healer: Healer | None, meanwhile: Callable[[], object] | None = None,
     on_end: Callable[[LadderOutcome], object] | None = None, store: Store | None = None,
 ) -> list[LadderOutcome]:
-    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
-    starts when they run one by one here). `on_end(outcome)` is called as each ladder ends,
-    in its worker (issue 27: chain_follow starts the downstreams then). `store`: the caller's
-    SQLite connection, used by the runs that go one by one in this thread (issue 27: a tick
-    with one due task opens its database once); a pool's workers open their own."""
+    """`meanwhile` runs in this thread while a pool runs the tasks, once its first round of
+    processes has started (not before the first starts when they run one by one here).
+    `on_end(outcome)` is called as each ladder ends, in its worker (issue 27: chain_follow
+    starts the downstreams then). `store`: the caller's SQLite connection, used by the runs
+    that go one by one in this thread (issue 27: a tick with one due task opens its database
+    once); a pool's workers open their own."""
     if not to_run:
         return []
 
@@ -78,14 +88,21 @@ def run_all(
         return [one(item) for item in to_run]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-        outcomes = pool.map(one, to_run)
-        if meanwhile is not None:
-            try:
-                meanwhile()
-            except Exception:  # an optimisation only: its work is done again after the runs
-                pass
-        return list(outcomes)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, SWITCH_S))
+    keep_joins_quick(KEEP_S)
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
+            outcomes = pool.map(one, to_run)
+            if meanwhile is not None:
+                order.round.wait(MEANWHILE_WAIT)  # not on the GIL while the first ones start
+                try:
+                    meanwhile()
+                except Exception:  # an optimisation only: its work is done again after the runs
+                    pass
+            return list(outcomes)
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def may_wait(task: Task) -> bool:

@@ -29,6 +29,7 @@ setsid() and clears or rewrites its environment is found only if seen while its 
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
@@ -43,6 +44,8 @@ KILL_SETTLE = 1.0  # how long to wait for processes to vanish after SIGKILL
 PRUNE_AGE = 60.0  # seconds: an empty run cgroup this old belongs to no starting run
 _PRUNED: list[bool] = []  # the base was pruned in this process
 KEEP_EVERY = 0.004  # keep_joins_quick: well within a grace period (~10 ms measured)
+_KEEP_UNTIL: list[float] = []  # keep_joins_quick: the keeping thread's end, while one runs
+_KEEP_LOCK = _thread.allocate_lock()
 CMD_SHOWN = 80  # characters of a command line named in a log or an alert
 
 
@@ -393,30 +396,46 @@ def keep_joins_quick(seconds: float, every: float = KEEP_EVERY) -> None:
     period (cgroup_threadgroup_rwsem's write side: ~8-15 ms measured here); one within a
     grace period of the last is ~0.1 ms. A thread writes the tick's own pid into its own
     cgroup (a migration to where it is: nothing moves) at once and every `every` seconds, so
-    the runs' joins at the minute (start_gate.py) find the lock quick; it ends by itself."""
-    base = cgroup_base()
-    if base is None:
-        return
-    try:
-        fd = os.open(base / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    import threading  # lazy: loaded already by the tick's pool; only with a cgroup to keep
+    the runs' joins (start_gate.py) find the lock quick; it ends by itself. Called while one
+    keeps, it only moves that one's end."""
+    until = time.monotonic() + seconds
+    with _KEEP_LOCK:
+        if _KEEP_UNTIL:  # one keeps already: it keeps until the later end
+            _KEEP_UNTIL[0] = max(_KEEP_UNTIL[0], until)
+            return
+        base = cgroup_base()
+        if base is None:
+            return
+        try:
+            fd = os.open(base / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        _KEEP_UNTIL.append(until)
 
-    def keep(own: bytes, until: float) -> None:
+    def keep(own: bytes) -> None:
         try:
             while True:
                 os.write(fd, own)
-                if time.monotonic() >= until:
-                    return
+                with _KEEP_LOCK:
+                    if time.monotonic() >= _KEEP_UNTIL[0]:
+                        _KEEP_UNTIL.clear()
+                        return
                 time.sleep(every)
         except OSError:
-            return  # a cgroup that refuses it: the joins pay their own wait, as before
+            with _KEEP_LOCK:
+                _KEEP_UNTIL.clear()  # a cgroup that refuses it: the joins wait, as before
         finally:
             os.close(fd)
 
-    threading.Thread(target=keep, args=(str(os.getpid()).encode(), time.monotonic() + seconds),
-                     name="cgroup-keep", daemon=True).start()
+    import threading  # lazy: loaded already by the tick's pool; only with a cgroup to keep
+
+    try:
+        threading.Thread(target=keep, args=(str(os.getpid()).encode(),), name="cgroup-keep",
+                         daemon=True).start()
+    except RuntimeError:  # no thread to be had: the joins wait, as before
+        with _KEEP_LOCK:
+            _KEEP_UNTIL.clear()
+        os.close(fd)
 
 
 def remove_cgroup(path: Path | None) -> None:
