@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from mdcron.cli import warm
-from mdcron.run.dispatch import SWITCH_S
 from mdcron.run.proctree import Tree, cgroup_base, keep_joins_quick
 
 
@@ -85,11 +83,7 @@ def test_no_keeper_without_a_cgroup(monkeypatch):
     assert keepers() == before
 
 
-def test_the_go_hands_the_gil_over_quickly_and_keeps_the_joins_quick():
-    interval, before = sys.getswitchinterval(), keepers()
-    try:
-        warm.at_the_go()
-        assert sys.getswitchinterval() == pytest.approx(SWITCH_S)
-        assert len(keepers() - before) == (cgroup_base() is not None)
-    finally:
-        sys.setswitchinterval(interval)
+def test_the_go_keeps_the_joins_quick():
+    before = keepers()
+    warm.at_the_go()
+    assert len(keepers() - before) == (cgroup_base() is not None)

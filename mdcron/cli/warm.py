@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import time
 
 from ..core.clock import minute_floor
@@ -114,15 +113,13 @@ class Ahead:
 
 
 def at_the_go() -> None:
-    """The minute has come: the runs start now, many at once (issue 27). The kernel's cgroup
+    """The minute has come: the runs start soon, many at once (issue 27). The kernel's cgroup
     joins are kept quick from here (proctree.keep_joins_quick: the first one after a quiet
     spell waited ~10-15 ms; kept from the go, that wait is paid while the tick stats the
-    files, not by the first task), and the interpreter hands the GIL over within SWITCH_S,
-    not the default 5 ms (as run/dispatch.py does for a pool)."""
-    from ..run.dispatch import KEEP_S, SWITCH_S  # lazy: as warm_up
+    files, not by the first task)."""
+    from ..run.dispatch import KEEP_S  # lazy: as warm_up
     from ..run.proctree import keep_joins_quick  # lazy: as warm_up
 
-    sys.setswitchinterval(SWITCH_S)
     keep_joins_quick(KEEP_S)
 
 

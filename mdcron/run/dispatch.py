@@ -28,13 +28,14 @@ from .proctree import keep_joins_quick
 from .start_order import StartOrder
 from .waits import Gate
 
-# Issue 27, while a pool starts its processes: the GIL is handed over within SWITCH_S (a worker
-# back from its start, its join, its row waited out another thread's Python for up to the
-# default 5 ms), the cgroup joins are kept quick (proctree.keep_joins_quick) for KEEP_S, and
-# `meanwhile` waits up to MEANWHILE_WAIT for the first round to have started.
+# Issue 27, while a pool starts its first round of processes (FIRST_ROUND_WAIT at most): the
+# GIL is handed over within SWITCH_S (a worker back from its start, its join, its row waited
+# out another thread's Python for up to the default 5 ms; later, with the runs spread out, the
+# extra switches cost more CPU than they save), and `meanwhile` waits. The cgroup joins are
+# kept quick (proctree.keep_joins_quick) for KEEP_S.
 SWITCH_S = 0.0005
 KEEP_S = 0.5
-MEANWHILE_WAIT = 0.25
+FIRST_ROUND_WAIT = 0.25
 
 
 @dataclass(slots=True)
@@ -94,8 +95,9 @@ def run_all(
     try:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
             outcomes = pool.map(one, to_run)
+            order.round.wait(FIRST_ROUND_WAIT)  # not on the GIL while the first ones start
+            sys.setswitchinterval(interval)  # later: quick hand-overs cost more than they gain
             if meanwhile is not None:
-                order.round.wait(MEANWHILE_WAIT)  # not on the GIL while the first ones start
                 try:
                     meanwhile()
                 except Exception:  # an optimisation only: its work is done again after the runs
