@@ -11,7 +11,7 @@ import time
 
 from mdcron.core.clock import Clock, to_dt
 from mdcron.run.attempt import RunContext, current_owner
-from mdcron.run.dispatch import SWITCH_S, run_all
+from mdcron.run.dispatch import SWITCH_S, WorkerStores, run_all
 from mdcron.run.locks import lock_path, read_info
 from mdcron.settings.config import load_config
 from mdcron.state.store import state_store
@@ -62,3 +62,44 @@ def test_meanwhile_waits_for_the_first_round_to_start_and_the_gil_is_handed_over
     assert min(intervals) == SWITCH_S  # quick hand-overs while the first round started
     assert seen["interval"] == before  # and the usual ones after it
     assert sys.getswitchinterval() == before
+
+
+def open_database_fds(db) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(db):
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def test_each_worker_keeps_one_connection_for_its_runs_and_the_pool_closes_them(home):
+    config, _ = load_config(home)
+    stores = WorkerStores(config)
+    got: dict[str, list] = {"a": [], "b": []}
+
+    def worker(name: str) -> None:
+        for _ in range(3):
+            got[name].append(stores.get())
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    a, b = got["a"], got["b"]
+    assert a[0] is a[1] is a[2] and b[0] is b[1] is b[2] and a[0] is not b[0]
+    for s in (a[0], b[0]):
+        s.task_state("x")  # connected: the file is open
+    assert open_database_fds(config.db_path) == 2
+    stores.close()
+    assert open_database_fds(config.db_path) == 0
+
+
+def test_a_shared_state_opens_a_connection_per_run(home):
+    (home / "scheduler.yaml").write_text("state_url: postgresql://u@127.0.0.1:1/x\n",
+                                         encoding="utf-8")
+    config, _ = load_config(home)
+    assert WorkerStores(config).get() is None
