@@ -5,6 +5,7 @@ real processes (skipped where the machine gives the tick no writable cgroup v2).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import threading
@@ -14,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from mdcron.cli import warm
-from mdcron.run.proctree import Tree, cgroup_base, keep_joins_quick
+from mdcron.run.cgroup_keep import keep_joins_quick
+from mdcron.run.proctree import Tree, cgroup_base
 
 
 def needs_cgroup() -> None:
@@ -87,3 +89,25 @@ def test_the_go_keeps_the_joins_quick():
     before = keepers()
     warm.at_the_go()
     assert len(keepers() - before) == (cgroup_base() is not None)
+
+
+def test_the_base_is_found_once_per_process_and_the_switch_still_turns_it_off(monkeypatch):
+    from mdcron.run import proctree
+
+    first = cgroup_base()
+    assert cgroup_base() is first  # the same answer, not found again
+    assert proctree._own_base.cache_info().hits >= 1
+    monkeypatch.setenv("MDCRON_CGROUP", "off")
+    assert cgroup_base() is None
+    monkeypatch.delenv("MDCRON_CGROUP")
+    assert cgroup_base() is first
+
+
+def test_small_proc_files_are_read_whole_or_not_at_all(tmp_path):
+    from mdcron.run.proctree import _read
+
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 200_000)  # more than one read's worth
+    assert _read(str(big)) == b"x" * 200_000
+    assert _read(str(tmp_path / "missing")) is None
+    assert _read(b"/proc/self/stat").startswith(str(os.getpid()).encode() + b" (")

@@ -117,8 +117,8 @@ def at_the_go() -> None:
     joins are kept quick from here (proctree.keep_joins_quick: the first one after a quiet
     spell waited ~10-15 ms; kept from the go, that wait is paid while the tick stats the
     files, not by the first task)."""
+    from ..run.cgroup_keep import keep_joins_quick  # lazy: as warm_up
     from ..run.dispatch import KEEP_S  # lazy: as warm_up
-    from ..run.proctree import keep_joins_quick  # lazy: as warm_up
 
     keep_joins_quick(KEEP_S)
 
@@ -130,12 +130,15 @@ def warm_up() -> None:
 
     from ..alerts import after_run  # noqa: F401  # lazy: as above
     from ..core import cron  # lazy: as above
+    from ..hosts import lease  # noqa: F401  # lazy: as above (each run's ladder asks it)
     from ..run import resource_runs, tick, ticklog  # noqa: F401  # lazy: as above
+    from ..run.proctree import prune_once  # lazy: as above
     from ..schedule import cache, chains, once_per  # noqa: F401  # lazy: as above
     from ..tasks import taskfile  # noqa: F401  # lazy: as above
     from . import actions  # noqa: F401  # lazy: as above
 
     cron._load_croniter()  # the reasons said after the runs start step croniter
+    prune_once()  # the runs' cgroup base found and swept of leftovers before the minute
 
 
 def decode_due(view: View, boundary: float) -> None:

@@ -23,10 +23,10 @@ from ..state.store import Store, StoreError, database_lost, state_store
 from ..state.trouble import is_trouble
 from ..tasks.task import Task
 from .attempt import RunContext
+from .cgroup_keep import keep_joins_quick
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
-from .proctree import keep_joins_quick
 from .start_order import StartOrder
 from .waits import Gate
 

@@ -29,7 +29,6 @@ setsid() and clears or rewrites its environment is found only if seen while its 
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import os
 import signal
@@ -43,9 +42,6 @@ CGROUP_SWITCH = "MDCRON_CGROUP"  # "off": no cgroups, the mark and parent links 
 KILL_SETTLE = 1.0  # how long to wait for processes to vanish after SIGKILL
 PRUNE_AGE = 60.0  # seconds: an empty run cgroup this old belongs to no starting run
 _PRUNED: list[bool] = []  # the base was pruned in this process
-KEEP_EVERY = 0.004  # keep_joins_quick: well within a grace period (~10 ms measured)
-_KEEP_UNTIL: list[float] = []  # keep_joins_quick: the keeping thread's end, while one runs
-_KEEP_LOCK = _thread.allocate_lock()
 CMD_SHOWN = 80  # characters of a command line named in a log or an alert
 
 
@@ -70,13 +66,21 @@ def cgroup_base() -> Path | None:
     """The tick's own cgroup (v2), when it may create runs' cgroups under it; else None."""
     if os.environ.get(CGROUP_SWITCH, "").lower() in ("off", "0", "no", "false"):
         return None
+    return _own_base()
+
+
+@lru_cache(maxsize=1)
+def _own_base() -> Path | None:
+    """cgroup_base, found once per process (issue 27: each run of a tick asked again, ~0.1 ms
+    each): the tick's own cgroup does not change while it runs (keep_joins_quick moves it to
+    where it is)."""
     mount = _cgroup2_mount()
     if mount is None:
         return None
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
+    raw = _read(b"/proc/self/cgroup")
+    if raw is None:
         return None
+    lines = raw.decode(errors="replace").splitlines()
     own = next((line[3:] for line in lines if line.startswith("0::")), None)
     if own is None:
         return None
@@ -87,12 +91,28 @@ def cgroup_base() -> Path | None:
 # --- /proc -------------------------------------------------------------------------------------
 
 
+def _read(path: bytes | str) -> bytes | None:
+    """A small file of /proc or /sys, whole; None when it cannot be read. Three system calls
+    where Python's open() makes nine (issue 27: a few of these per run, 100 runs at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        parts = []
+        while chunk := os.read(fd, 65536):
+            parts.append(chunk)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _stat(pid: int) -> tuple[bytes, int, int] | None:
     """(state, parent pid, start time in clock ticks since boot) of a process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
+    raw = _read(f"/proc/{pid}/stat")
+    if raw is None:
         return None
     fields = raw[raw.rfind(b")") + 2 :].split()
     try:
@@ -149,10 +169,10 @@ def describe(pids: Iterable[int]) -> list[str]:
 
 def _joined(pid: int, cgroup: Path) -> bool:
     """Whether the process is in that cgroup; True when it is already gone (no evidence)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
+    raw = _read(f"/proc/{pid}/cgroup")
+    if raw is None:
         return True
+    lines = raw.decode(errors="replace").splitlines()
     own = next((line[3:] for line in lines if line.startswith("0::")), "")
     return own.rstrip("/").endswith("/" + cgroup.name)
 
@@ -195,11 +215,8 @@ class Tree:
         26): the cgroup's memory.max, when the memory controller can be had there."""
         mark = new_mark(run_id)
         tree = cls(mark, None, uid=uid)
-        base = cgroup_base()
+        base = prune_once()
         if base is not None:
-            if not _PRUNED:  # once per process: a tick's runs need not each rescan the base
-                _PRUNED.append(True)
-                _prune(base)
             path = base / f"mdcron-{mark}"
             try:
                 path.mkdir(mode=0o755)
@@ -254,11 +271,10 @@ class Tree:
     def _cgroup_pids(self) -> set[int]:
         if self.cgroup is None:
             return set()
-        try:
-            text = (self.cgroup / "cgroup.procs").read_text()
-        except OSError:
+        raw = _read(f"{self.cgroup}/cgroup.procs")
+        if raw is None:
             return set()
-        return {int(w) for w in text.split() if w.isdigit()}
+        return {int(w) for w in raw.split() if w.isdigit()}
 
     def members(self) -> set[int]:
         """Live (not zombie) processes of the run, never this process. A process found once
@@ -371,6 +387,16 @@ def _oom_kills(cgroup: Path) -> int:
     return 0
 
 
+def prune_once() -> Path | None:
+    """cgroup_base(), its leftovers pruned once per process: a tick's runs need not each
+    rescan the base (the daemon's held tick does it before its minute, cli/warm.py)."""
+    base = cgroup_base()
+    if base is not None and not _PRUNED:
+        _PRUNED.append(True)
+        _prune(base)
+    return base
+
+
 def _prune(base: Path) -> None:
     """Empty run cgroups older than a minute (a tick killed with -9 whose run nobody recovered:
     its home deleted, its database lost) go. A young one may be a run about to start; a run
@@ -388,54 +414,6 @@ def _prune(base: Path) -> None:
                 os.rmdir(entry.path)
         except OSError:
             continue
-
-
-def keep_joins_quick(seconds: float, every: float = KEEP_EVERY) -> None:
-    """For `seconds` from now, keep moving a process into a cgroup as quick as after one
-    (issue 27). The kernel's first migration after a quiet spell waits out an RCU grace
-    period (cgroup_threadgroup_rwsem's write side: ~8-15 ms measured here); one within a
-    grace period of the last is ~0.1 ms. A thread writes the tick's own pid into its own
-    cgroup (a migration to where it is: nothing moves) at once and every `every` seconds, so
-    the runs' joins (start_gate.py) find the lock quick; it ends by itself. Called while one
-    keeps, it only moves that one's end."""
-    until = time.monotonic() + seconds
-    with _KEEP_LOCK:
-        if _KEEP_UNTIL:  # one keeps already: it keeps until the later end
-            _KEEP_UNTIL[0] = max(_KEEP_UNTIL[0], until)
-            return
-        base = cgroup_base()
-        if base is None:
-            return
-        try:
-            fd = os.open(base / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-        except OSError:
-            return
-        _KEEP_UNTIL.append(until)
-
-    def keep(own: bytes) -> None:
-        try:
-            while True:
-                os.write(fd, own)
-                with _KEEP_LOCK:
-                    if time.monotonic() >= _KEEP_UNTIL[0]:
-                        _KEEP_UNTIL.clear()
-                        return
-                time.sleep(every)
-        except OSError:
-            with _KEEP_LOCK:
-                _KEEP_UNTIL.clear()  # a cgroup that refuses it: the joins wait, as before
-        finally:
-            os.close(fd)
-
-    import threading  # lazy: loaded already by the tick's pool; only with a cgroup to keep
-
-    try:
-        threading.Thread(target=keep, args=(str(os.getpid()).encode(),), name="cgroup-keep",
-                         daemon=True).start()
-    except RuntimeError:  # no thread to be had: the joins wait, as before
-        with _KEEP_LOCK:
-            _KEEP_UNTIL.clear()
-        os.close(fd)
 
 
 def remove_cgroup(path: Path | None) -> None:
