@@ -11,7 +11,7 @@ import time
 
 from mdcron.core.clock import Clock, to_dt
 from mdcron.run.attempt import RunContext, current_owner
-from mdcron.run.dispatch import SWITCH_S, WorkerStores, run_all
+from mdcron.run.dispatch import SWITCH_S, WorkerStores, lend_stores, run_all
 from mdcron.run.locks import lock_path, read_info
 from mdcron.settings.config import load_config
 from mdcron.state.store import state_store
@@ -103,3 +103,40 @@ def test_a_shared_state_opens_a_connection_per_run(home):
                                          encoding="utf-8")
     config, _ = load_config(home)
     assert WorkerStores(config).get() is None
+
+
+def test_connections_lent_ahead_are_taken_first_and_the_rest_closed_with_the_pool(home,
+                                                                                  tmp_path):
+    """Issue 27: the held tick opens the workers' connections before its minute
+    (cli/warm.open_spares) and lends them at the go; one for another file is not used."""
+    config, _ = load_config(home)
+    with state_store(config) as s:
+        s.task_state("x")  # the database exists
+    lent = [state_store(config), state_store(config)]
+    for s in lent:
+        s.connect()
+    other_home = tmp_path / "other"
+    (other_home / "tasks").mkdir(parents=True)
+    other_config, _ = load_config(other_home)
+    stranger = state_store(other_config)
+    stranger.connect()
+    lend_stores([stranger, *lent])
+    stores = WorkerStores(config)
+    got = stores.get()  # the last lent first: one of ours
+    assert got is lent[1] and got._db is not None
+    taken = {}
+
+    def other_worker() -> None:
+        taken["store"] = stores.get()
+
+    t = threading.Thread(target=other_worker)
+    t.start()
+    t.join(5)
+    assert taken["store"] is lent[0]
+    third = threading.Thread(target=lambda: taken.update(third=stores.get()))
+    third.start()
+    third.join(5)
+    assert taken["third"] not in (*lent, stranger) and taken["third"].path == config.db_path
+    assert stranger._db is None  # another home's: closed, not used
+    stores.close()
+    assert all(s._db is None for s in (*lent, taken["third"]))

@@ -103,8 +103,8 @@ class Ahead:
         from ..schedule.cache import load  # lazy: as warm_up
 
         self.view = load(config)  # the rows read now; refresh() stats the files at the go
-        decode_due(self.view, self.boundary)
-        opened = None
+        due = decode_due(self.view, self.boundary)
+        opened, spare = None, []
         if not config.state_url and config.db_path.is_file():
             # the lost-database marker (state/dbguard.py) moves to this minute now, not in the
             # claim: a marker ahead only holds back a slot after a lost database, never reruns
@@ -112,6 +112,8 @@ class Ahead:
 
             note_claims(config.db_path, minute_floor(self.boundary))
             opened = open_ahead(config, self.boundary)
+            if opened is not None and due > 1 and config.max_parallel > 1:
+                spare = open_spares(config, min(due, config.max_parallel), opened[1])
         gc.collect()  # what was loaded ahead lives as long as the tick: the collector never
         gc.freeze()  # walks it again (a full pass over it cost the minute ~5-10 ms)
         held = self.wait()
@@ -124,9 +126,15 @@ class Ahead:
             self.view = None
             if opened is not None:
                 opened[0].close()
+            for store in spare:
+                store.close()
             return held
         self.view.refresh()
         self.store = still_same(opened, config)
+        if spare:
+            from ..run.dispatch import lend_stores  # lazy: as warm_up
+
+            lend_stores([s for s in spare if still_same((s, opened[1]), config) is not None])
         return None
 
 
@@ -159,13 +167,40 @@ def warm_up() -> None:
     prune_once()  # the runs' cgroup base found and swept of leftovers before the minute
 
 
-def decode_due(view: View, boundary: float) -> None:
+def decode_due(view: View, boundary: float) -> int:
     """Decode ahead the tasks the boundary may run (cached next_due at or before it, or not
-    known): refresh() keeps an entry, and its decoded task, only while its file's stat holds."""
+    known): refresh() keeps an entry, and its decoded task, only while its file's stat holds.
+    Returns how many."""
+    count = 0
     for entry in view.valid:
         if entry.enabled and (entry.next_due is None
                               or entry.next_due <= boundary + fastpath.DUE_SLACK):
             view.task(entry)
+            count += 1
+    return count
+
+
+def open_spares(config: Config, count: int, ident: tuple[int, int]) -> list[Store]:
+    """Connections for the pool's workers (run/dispatch.WorkerStores), opened ahead: each is
+    lent at the go only if the path still names the file it was opened as (still_same)."""
+    import sqlite3  # lazy: as warm_up
+
+    from ..state.store import Store, StoreError  # lazy: as warm_up
+
+    spares = []
+    for _ in range(count):
+        store = Store(config.db_path, url=config.state_url, host=config.host_name)
+        try:
+            store.connect()
+            st = os.stat(config.db_path)
+        except (StoreError, OSError, sqlite3.Error):
+            store.close()
+            break
+        if (st.st_dev, st.st_ino) != ident:
+            store.close()
+            break
+        spares.append(store)
+    return spares
 
 
 def open_ahead(config: Config, boundary: float) -> tuple[Store, tuple[int, int]] | None:

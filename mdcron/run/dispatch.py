@@ -112,6 +112,15 @@ def run_all(
         workers_own.close()  # type: ignore[union-attr]
 
 
+_LENT: list[Store] = []  # lend_stores: connections opened ahead, for the next pool's workers
+
+
+def lend_stores(stores: list[Store]) -> None:
+    """Issue 27, the daemon's held tick (cli/warm.py): SQLite connections it opened before its
+    minute (and checked at the go: the same file) for the first pool's workers to take."""
+    _LENT.extend(stores)
+
+
 class WorkerStores:
     """Issue 27: each worker of a pool keeps one SQLite connection for all its runs (opening
     one per run cost ~0.45 ms and ~40 system calls, 100 times over); closed with the pool.
@@ -128,14 +137,24 @@ class WorkerStores:
             return None
         own = getattr(self._local, "store", None)
         if own is None:
-            own = self._local.store = state_store(self.config)
+            try:
+                own = _LENT.pop()  # atomic under the GIL
+            except IndexError:
+                own = state_store(self.config)
+            if own.path != self.config.db_path:  # lent for another home: not this one's
+                own.close()
+                own = state_store(self.config)
+            self._local.store = own
             self._opened.append(own)  # list.append: atomic under the GIL
         return own
 
     def close(self) -> None:
+        """The workers' connections, and any lent one no worker took."""
         for own in self._opened:
             own.close()
         self._opened.clear()
+        while _LENT:
+            _LENT.pop().close()
 
 
 def may_wait(task: Task) -> bool:
