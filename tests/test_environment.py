@@ -134,3 +134,24 @@ def test_commands_that_escape_the_claude_config_dir_are_flagged(command, word):
 )
 def test_ordinary_commands_are_not_flagged(command):
     assert bypasses_claude_isolation(command) is None
+
+
+def test_runs_of_tasks_without_secrets_share_one_filtering_and_see_a_changed_environment(
+        tmp_path):
+    """Issue 27: the environment minus the secrets is worked out once for a tick's runs; each
+    run still gets its own dict, and a changed environment (or secret list) is filtered anew."""
+    task = make_task(tmp_path)
+    first = task_environment(BASE, task, secret_names=SECRETS, run_id=1, attempt=1,
+                             claude_config_dir=tmp_path)
+    second = task_environment(BASE, task, secret_names=SECRETS, run_id=2, attempt=1,
+                              claude_config_dir=tmp_path)
+    assert first is not second and first["MDCRON_RUN_ID"] == "1"
+    assert second["MDCRON_RUN_ID"] == "2"
+    assert "GITHUB_TOKEN" not in first and first["TOKEN_STORE"] == BASE["TOKEN_STORE"]
+    changed = {**BASE, "NEW_TOKEN": "new-secret", "PLAIN": "yes"}
+    env = task_environment(changed, task, secret_names=SECRETS, run_id=3, attempt=1,
+                           claude_config_dir=tmp_path)
+    assert "NEW_TOKEN" not in env and env["PLAIN"] == "yes"
+    env = task_environment(BASE, task, secret_names=(*SECRETS, "LANG"), run_id=4, attempt=1,
+                           claude_config_dir=tmp_path)
+    assert "LANG" not in env

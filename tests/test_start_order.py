@@ -73,3 +73,26 @@ def test_a_turn_inside_a_turn_releases_both():
         started()
     # both free again: a new pool's first turn takes each at once
     assert outer._lock.acquire(timeout=0.5) and inner._lock.acquire(timeout=0.5)
+
+
+def test_the_round_is_over_once_each_first_turn_started_or_ended():
+    """`round` (dispatch.py: the tick's other work waits for it) is set only once every
+    first-round worker's process runs, or its body ended without one, even one that stopped
+    waiting for the worker before it."""
+    order, log, go = StartOrder(3, wait=0.05), [], threading.Event()
+    a = _worker(order, log, "a", go)  # holds its turn until go
+    while not log:
+        time.sleep(0.001)
+    b = _worker(order, log, "b")  # gives up waiting for a after 0.05 s, then starts
+    b.join(5)
+    assert not order.round.is_set()  # a has not started, c not even begun
+    with order.turn():  # c: ends without starting a process
+        pass
+    assert not order.round.is_set()
+    go.set()
+    assert order.round.wait(5)
+    a.join(5)
+
+
+def test_an_empty_first_round_is_over_at_once():
+    assert StartOrder(0).round.is_set()

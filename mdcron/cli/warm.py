@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import gc
 import os
+import select
 import time
+from collections.abc import Callable
 
 from ..core.clock import minute_floor
 from ..schedule.pause import idle_blocked
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from ..state.store import Store
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
+REWARM_S = 0.3  # Ahead.rewarm: this long before the minute, if the go has not come
 
 
 def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
@@ -63,6 +66,7 @@ class Ahead:
         self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
         self.store: Store | None = None  # warm_and_wait: the state database, opened ahead
         self.code = fastpath.code_fingerprint()
+        self.folder = os.path.join(home, "tasks")  # warm_and_wait: the configured one
         self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
             self.idle = fastpath.idle_tick(home, boundary, True, time.monotonic(), quiet=True,
@@ -73,20 +77,34 @@ class Ahead:
 
     def wait(self) -> int | None:
         """Block until the go; None to run now, EX_STALE when dropped or the code changed."""
-        if not _wait(self.fd) or fastpath.code_fingerprint() != self.code:
+        if not _wait(self.fd, self.boundary - REWARM_S, self.rewarm) or (
+                fastpath.code_fingerprint() != self.code):
             return EX_STALE
         fastpath.pin_code(self.code)  # just compared: the cache key needs it again
         return None
+
+    def rewarm(self) -> None:
+        """Just before the minute, read again what the go will check: nothing is kept, but the
+        system's caches are fresh for it (issue 27: on a sandboxed kernel, gVisor here, file
+        attributes seconds old are fetched anew: the go's stat of 1,100 files took 10-16 ms
+        after the 5 s wait, 5.5 ms right after a read)."""
+        try:
+            fastpath.scan(self.folder)
+        except OSError:
+            pass  # the tick at the minute says what is wrong
+        fastpath.code_fingerprint()
+        fastpath.config_text(self.home)
 
     def warm_and_wait(self, config: Config, config_text: str | None) -> int | None:
         """After main() parsed the arguments and read the config (`config_text`, as read):
         import the rest of the tick path, wait; EX_STALE when the config's bytes changed."""
         warm_up()
+        self.folder = str(config.tasks_dir)
         from ..schedule.cache import load  # lazy: as warm_up
 
         self.view = load(config)  # the rows read now; refresh() stats the files at the go
-        decode_due(self.view, self.boundary)
-        opened = None
+        due = decode_due(self.view, self.boundary)
+        opened, spare = None, []
         if not config.state_url and config.db_path.is_file():
             # the lost-database marker (state/dbguard.py) moves to this minute now, not in the
             # claim: a marker ahead only holds back a slot after a lost database, never reruns
@@ -94,9 +112,13 @@ class Ahead:
 
             note_claims(config.db_path, minute_floor(self.boundary))
             opened = open_ahead(config, self.boundary)
+            if opened is not None and due > 1 and config.max_parallel > 1:
+                spare = open_spares(config, min(due, config.max_parallel), opened[1])
         gc.collect()  # what was loaded ahead lives as long as the tick: the collector never
         gc.freeze()  # walks it again (a full pass over it cost the minute ~5-10 ms)
         held = self.wait()
+        if held is None:
+            at_the_go()
         if held is None and fastpath.config_text(self.home) != config_text:
             held = EX_STALE
         if held is not None:
@@ -104,10 +126,27 @@ class Ahead:
             self.view = None
             if opened is not None:
                 opened[0].close()
+            for store in spare:
+                store.close()
             return held
         self.view.refresh()
         self.store = still_same(opened, config)
+        if spare:
+            from ..run.dispatch import lend_stores  # lazy: as warm_up
+
+            lend_stores([s for s in spare if still_same((s, opened[1]), config) is not None])
         return None
+
+
+def at_the_go() -> None:
+    """The minute has come: the runs start soon, many at once (issue 27). The kernel's cgroup
+    joins are kept quick from here (proctree.keep_joins_quick: the first one after a quiet
+    spell waited ~10-15 ms; kept from the go, that wait is paid while the tick stats the
+    files, not by the first task)."""
+    from ..run.cgroup_keep import keep_joins_quick  # lazy: as warm_up
+    from ..run.dispatch import KEEP_S  # lazy: as warm_up
+
+    keep_joins_quick(KEEP_S)
 
 
 def warm_up() -> None:
@@ -117,21 +156,51 @@ def warm_up() -> None:
 
     from ..alerts import after_run  # noqa: F401  # lazy: as above
     from ..core import cron  # lazy: as above
+    from ..hosts import lease  # noqa: F401  # lazy: as above (each run's ladder asks it)
     from ..run import resource_runs, tick, ticklog  # noqa: F401  # lazy: as above
+    from ..run.proctree import prune_once  # lazy: as above
     from ..schedule import cache, chains, once_per  # noqa: F401  # lazy: as above
     from ..tasks import taskfile  # noqa: F401  # lazy: as above
     from . import actions  # noqa: F401  # lazy: as above
 
     cron._load_croniter()  # the reasons said after the runs start step croniter
+    prune_once()  # the runs' cgroup base found and swept of leftovers before the minute
 
 
-def decode_due(view: View, boundary: float) -> None:
+def decode_due(view: View, boundary: float) -> int:
     """Decode ahead the tasks the boundary may run (cached next_due at or before it, or not
-    known): refresh() keeps an entry, and its decoded task, only while its file's stat holds."""
+    known): refresh() keeps an entry, and its decoded task, only while its file's stat holds.
+    Returns how many."""
+    count = 0
     for entry in view.valid:
         if entry.enabled and (entry.next_due is None
                               or entry.next_due <= boundary + fastpath.DUE_SLACK):
             view.task(entry)
+            count += 1
+    return count
+
+
+def open_spares(config: Config, count: int, ident: tuple[int, int]) -> list[Store]:
+    """Connections for the pool's workers (run/dispatch.WorkerStores), opened ahead: each is
+    lent at the go only if the path still names the file it was opened as (still_same)."""
+    import sqlite3  # lazy: as warm_up
+
+    from ..state.store import Store, StoreError  # lazy: as warm_up
+
+    spares = []
+    for _ in range(count):
+        store = Store(config.db_path, url=config.state_url, host=config.host_name)
+        try:
+            store.connect()
+            st = os.stat(config.db_path)
+        except (StoreError, OSError, sqlite3.Error):
+            store.close()
+            break
+        if (st.st_dev, st.st_ino) != ident:
+            store.close()
+            break
+        spares.append(store)
+    return spares
 
 
 def open_ahead(config: Config, boundary: float) -> tuple[Store, tuple[int, int]] | None:
@@ -170,8 +239,17 @@ def still_same(opened: tuple[Store, tuple[int, int]] | None, config: Config) -> 
     return None
 
 
-def _wait(fd: int) -> bool:
-    """Block until the daemon's byte (True) or its end of the pipe closing (False)."""
+def _wait(fd: int, rewarm_at: float | None = None,
+          rewarm: Callable[[], object] | None = None) -> bool:
+    """Block until the daemon's byte (True) or its end of the pipe closing (False); at the
+    wall-clock instant `rewarm_at`, if the go has not come, call `rewarm` once first."""
+    if rewarm is not None and rewarm_at is not None:
+        try:
+            ready, _, _ = select.select([fd], [], [], max(0.0, rewarm_at - time.time()))
+        except (OSError, ValueError):
+            ready = [fd]  # the read below says what happened
+        if not ready:
+            rewarm()
     while True:
         try:
             got = os.read(fd, 1)

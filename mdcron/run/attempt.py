@@ -161,7 +161,10 @@ def _start(
         ctx.record_units(marked)
 
     def on_start(pid: int) -> None:
-        started = replace(marked, pgid=pid, child_start=process_start_time(pid))
+        # the leader's start time, as tree.started() just read it (issue 27: once per run)
+        since = tree.since if tree.leader == pid and tree.since is not None else (
+            process_start_time(pid))
+        started = replace(marked, pgid=pid, child_start=since)
         lock.write(started)
         if ctx.record_units is not None:
             ctx.record_units(started)

@@ -12,20 +12,32 @@ alerts modules; the ladder's reload only when a comment changed the task.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import nullcontext
 
 from ..core.outcome import Outcome, RunResult
 from ..core.records import dataclass, replace
+from ..settings.config import Config
 from ..state.store import Store, StoreError, database_lost, state_store
 from ..state.trouble import is_trouble
 from ..tasks.task import Task
 from .attempt import RunContext
+from .cgroup_keep import keep_joins_quick
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
 from .start_order import StartOrder
 from .waits import Gate
+
+# Issue 27, while a pool starts its first round of processes (FIRST_ROUND_WAIT at most): the
+# GIL is handed over within SWITCH_S (a worker back from its start, its join, its row waited
+# out another thread's Python for up to the default 5 ms; later, with the runs spread out, the
+# extra switches cost more CPU than they save), and `meanwhile` waits. The cgroup joins are
+# kept quick (proctree.keep_joins_quick) for KEEP_S.
+SWITCH_S = 0.0005
+KEEP_S = 0.5
+FIRST_ROUND_WAIT = 0.25
 
 
 @dataclass(slots=True)
@@ -43,11 +55,12 @@ def run_all(
     healer: Healer | None, meanwhile: Callable[[], object] | None = None,
     on_end: Callable[[LadderOutcome], object] | None = None, store: Store | None = None,
 ) -> list[LadderOutcome]:
-    """`meanwhile` runs in this thread while a pool runs the tasks (not before the first
-    starts when they run one by one here). `on_end(outcome)` is called as each ladder ends,
-    in its worker (issue 27: chain_follow starts the downstreams then). `store`: the caller's
-    SQLite connection, used by the runs that go one by one in this thread (issue 27: a tick
-    with one due task opens its database once); a pool's workers open their own."""
+    """`meanwhile` runs in this thread while a pool runs the tasks, once its first round of
+    processes has started (not before the first starts when they run one by one here).
+    `on_end(outcome)` is called as each ladder ends, in its worker (issue 27: chain_follow
+    starts the downstreams then). `store`: the caller's SQLite connection, used by the runs
+    that go one by one in this thread (issue 27: a tick with one due task opens its database
+    once); a pool's workers open their own."""
     if not to_run:
         return []
 
@@ -59,14 +72,16 @@ def run_all(
 
     order = StartOrder(workers)  # issue 27: the first round starts its processes in turns
     mine = store if workers == 1 and store is not None and not store.url else None
+    workers_own = WorkerStores(ctx.config) if workers > 1 else None
 
     def one(item: tuple[Task, int]) -> LadderOutcome:
+        own = mine if workers_own is None else workers_own.get()
         if ctx.gate is None:
             with order.turn():
-                outcome = run_one(ctx, item, say, healer, mine)
+                outcome = run_one(ctx, item, say, healer, own)
         else:
             with ctx.gate, order.turn():
-                outcome = run_one(ctx, item, say, healer, mine)
+                outcome = run_one(ctx, item, say, healer, own)
         if on_end is not None:  # issue 27: a downstream starts at once
             try:
                 on_end(outcome)
@@ -78,14 +93,68 @@ def run_all(
         return [one(item) for item in to_run]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-        outcomes = pool.map(one, to_run)
-        if meanwhile is not None:
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, SWITCH_S))
+    keep_joins_quick(KEEP_S)
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
+            outcomes = pool.map(one, to_run)
+            order.round.wait(FIRST_ROUND_WAIT)  # not on the GIL while the first ones start
+            sys.setswitchinterval(interval)  # later: quick hand-overs cost more than they gain
+            if meanwhile is not None:
+                try:
+                    meanwhile()
+                except Exception:  # an optimisation only: its work is done again after the runs
+                    pass
+            return list(outcomes)
+    finally:
+        sys.setswitchinterval(interval)
+        workers_own.close()  # type: ignore[union-attr]
+
+
+_LENT: list[Store] = []  # lend_stores: connections opened ahead, for the next pool's workers
+
+
+def lend_stores(stores: list[Store]) -> None:
+    """Issue 27, the daemon's held tick (cli/warm.py): SQLite connections it opened before its
+    minute (and checked at the go: the same file) for the first pool's workers to take."""
+    _LENT.extend(stores)
+
+
+class WorkerStores:
+    """Issue 27: each worker of a pool keeps one SQLite connection for all its runs (opening
+    one per run cost ~0.45 ms and ~40 system calls, 100 times over); closed with the pool.
+    A shared state (PostgreSQL: leases fence a store per run) opens one per run, as before."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._local = threading.local()
+        self._opened: list[Store] = []
+
+    def get(self) -> Store | None:
+        """This thread's store, or None (run_one opens its own) with a shared state."""
+        if self.config.state_url:
+            return None
+        own = getattr(self._local, "store", None)
+        if own is None:
             try:
-                meanwhile()
-            except Exception:  # an optimisation only: its work is done again after the runs
-                pass
-        return list(outcomes)
+                own = _LENT.pop()  # atomic under the GIL
+            except IndexError:
+                own = state_store(self.config)
+            if own.path != self.config.db_path:  # lent for another home: not this one's
+                own.close()
+                own = state_store(self.config)
+            self._local.store = own
+            self._opened.append(own)  # list.append: atomic under the GIL
+        return own
+
+    def close(self) -> None:
+        """The workers' connections, and any lent one no worker took."""
+        for own in self._opened:
+            own.close()
+        self._opened.clear()
+        while _LENT:
+            _LENT.pop().close()
 
 
 def may_wait(task: Task) -> bool:

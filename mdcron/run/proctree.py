@@ -66,13 +66,21 @@ def cgroup_base() -> Path | None:
     """The tick's own cgroup (v2), when it may create runs' cgroups under it; else None."""
     if os.environ.get(CGROUP_SWITCH, "").lower() in ("off", "0", "no", "false"):
         return None
+    return _own_base()
+
+
+@lru_cache(maxsize=1)
+def _own_base() -> Path | None:
+    """cgroup_base, found once per process (issue 27: each run of a tick asked again, ~0.1 ms
+    each): the tick's own cgroup does not change while it runs (keep_joins_quick moves it to
+    where it is)."""
     mount = _cgroup2_mount()
     if mount is None:
         return None
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
+    raw = _read(b"/proc/self/cgroup")
+    if raw is None:
         return None
+    lines = raw.decode(errors="replace").splitlines()
     own = next((line[3:] for line in lines if line.startswith("0::")), None)
     if own is None:
         return None
@@ -83,12 +91,28 @@ def cgroup_base() -> Path | None:
 # --- /proc -------------------------------------------------------------------------------------
 
 
+def _read(path: bytes | str) -> bytes | None:
+    """A small file of /proc or /sys, whole; None when it cannot be read. Three system calls
+    where Python's open() makes nine (issue 27: a few of these per run, 100 runs at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        parts = []
+        while chunk := os.read(fd, 65536):
+            parts.append(chunk)
+        return b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _stat(pid: int) -> tuple[bytes, int, int] | None:
     """(state, parent pid, start time in clock ticks since boot) of a process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
+    raw = _read(f"/proc/{pid}/stat")
+    if raw is None:
         return None
     fields = raw[raw.rfind(b")") + 2 :].split()
     try:
@@ -145,10 +169,10 @@ def describe(pids: Iterable[int]) -> list[str]:
 
 def _joined(pid: int, cgroup: Path) -> bool:
     """Whether the process is in that cgroup; True when it is already gone (no evidence)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
+    raw = _read(f"/proc/{pid}/cgroup")
+    if raw is None:
         return True
+    lines = raw.decode(errors="replace").splitlines()
     own = next((line[3:] for line in lines if line.startswith("0::")), "")
     return own.rstrip("/").endswith("/" + cgroup.name)
 
@@ -191,11 +215,8 @@ class Tree:
         26): the cgroup's memory.max, when the memory controller can be had there."""
         mark = new_mark(run_id)
         tree = cls(mark, None, uid=uid)
-        base = cgroup_base()
+        base = prune_once()
         if base is not None:
-            if not _PRUNED:  # once per process: a tick's runs need not each rescan the base
-                _PRUNED.append(True)
-                _prune(base)
             path = base / f"mdcron-{mark}"
             try:
                 path.mkdir(mode=0o755)
@@ -250,11 +271,10 @@ class Tree:
     def _cgroup_pids(self) -> set[int]:
         if self.cgroup is None:
             return set()
-        try:
-            text = (self.cgroup / "cgroup.procs").read_text()
-        except OSError:
+        raw = _read(f"{self.cgroup}/cgroup.procs")
+        if raw is None:
             return set()
-        return {int(w) for w in text.split() if w.isdigit()}
+        return {int(w) for w in raw.split() if w.isdigit()}
 
     def members(self) -> set[int]:
         """Live (not zombie) processes of the run, never this process. A process found once
@@ -365,6 +385,16 @@ def _oom_kills(cgroup: Path) -> int:
         if name == "oom_kill" and count.strip().isdigit():
             return int(count)
     return 0
+
+
+def prune_once() -> Path | None:
+    """cgroup_base(), its leftovers pruned once per process: a tick's runs need not each
+    rescan the base (the daemon's held tick does it before its minute, cli/warm.py)."""
+    base = cgroup_base()
+    if base is not None and not _PRUNED:
+        _PRUNED.append(True)
+        _prune(base)
+    return base
 
 
 def _prune(base: Path) -> None:

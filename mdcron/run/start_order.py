@@ -8,7 +8,8 @@ after two, and so on; the work is the same. Only the first round takes turns: la
 follow the runs' own ends, already spread out. A turn ends when the worker's process runs
 (process.py) or its run ends without one, and another worker waits for it at most WAIT: one
 that waits on something (a lock's dead holder, a jitter, a busy database) holds nobody up
-longer than that.
+longer than that. `round` is set once the first round has started (dispatch.py: the tick's
+other work in the meantime waits for it, rather than take the GIL from these starts).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 
 WAIT = 0.05  # seconds a worker waits for the one before it, at most
 
-_mine = threading.local()  # .held: the turns this thread holds (locks)
+_mine = threading.local()  # .held: the first-round turns this thread holds (order, got)
 
 
 class StartOrder:
@@ -31,7 +32,11 @@ class StartOrder:
         self._lock = threading.Lock()  # the turn
         self._count = threading.Lock()
         self._left = first
+        self._open = first  # first-round turns not ended yet
         self.wait = wait
+        self.round = threading.Event()  # set once every first-round turn has ended
+        if first <= 0:
+            self.round.set()
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -41,17 +46,27 @@ class StartOrder:
             ordered = self._left > 0
             self._left -= 1
         got = ordered and self._lock.acquire(timeout=self.wait)
-        if got:
-            _held().append(self._lock)
+        mine = (self, got)
+        if ordered:
+            _held().append(mine)
         try:
             yield
         finally:
-            if got and self._lock in _held():
-                _held().remove(self._lock)
-                self._lock.release()
+            if mine in _held():
+                _held().remove(mine)
+                self._end(got)
+
+    def _end(self, got: bool) -> None:
+        """One first-round turn is over (its process runs, or its run ended without one)."""
+        if got:
+            self._lock.release()
+        with self._count:
+            self._open -= 1
+            if self._open <= 0:
+                self.round.set()
 
 
-def _held() -> list[threading.Lock]:
+def _held() -> list[tuple[StartOrder, bool]]:
     if not hasattr(_mine, "held"):
         _mine.held = []
     return _mine.held
@@ -61,4 +76,5 @@ def started() -> None:
     """This thread's process runs (or it will start none now): the next worker's turn."""
     held = _held()
     while held:
-        held.pop().release()
+        order, got = held.pop()
+        order._end(got)

@@ -17,6 +17,7 @@ created (or a won claim, which the guard's marker remembers).
 
 from __future__ import annotations
 
+import _thread
 import os
 import sqlite3
 import time
@@ -47,6 +48,12 @@ __all__ = ["SCHEMA_VERSION", "Owner", "Store", "StoreError", "TaskState", "last_
 
 
 _lock_wait = LOCK_BUDGET  # this process's bound; the dashboard shortens it (limit_lock_wait)
+# Issue 27: this process's writers of one SQLite file take turns on a lock of their own. SQLite
+# makes a writer that finds the lock taken sleep 1, 2, 5, 10, 15, 20, 25 ms... between tries,
+# so 8 workers recording 100 runs at once slept up to ~80 ms for one short write; a turn is
+# handed over the moment the writer before commits. Re-entrant: a write inside a write (two
+# connections, one thread) waits on SQLite as before. Other processes: SQLite's wait, as ever.
+_TURNS: dict[str, _thread.RLock] = {}
 
 
 def limit_lock_wait(seconds: float) -> None:
@@ -128,20 +135,37 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
             raise FencedOff(self.fenced_off)  # issue 23: it fenced itself; nothing is written
         self._rows_ahead = None  # our own writes leave PRAGMA data_version as it was
         db = self.connect()
+        turn = self._turn()
         try:
-            self._begin(db)
-        except Exception as exc:
-            if self.url and type(exc).__name__ == "LockNotAvailable":  # pgbounds.LOCK_WAIT
-                raise StoreError(_write_lock_timeout()) from None
-            raise
-        try:
-            if self.fence is not None:  # issue 11: a holder whose lease was taken over
-                check_fence(db, *self.fence)  # writes nothing (leases.FencedOff)
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            try:
+                self._begin(db)
+            except Exception as exc:
+                if self.url and type(exc).__name__ == "LockNotAvailable":  # pgbounds.LOCK_WAIT
+                    raise StoreError(_write_lock_timeout()) from None
+                raise
+            try:
+                if self.fence is not None:  # issue 11: a holder whose lease was taken over
+                    check_fence(db, *self.fence)  # writes nothing (leases.FencedOff)
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            if turn is not None:
+                turn.release()
+
+    def _turn(self) -> _thread.RLock | None:
+        """This process's turn to write this SQLite file (_TURNS), within the lock budget."""
+        if self.url:
+            return None
+        turn = _TURNS.setdefault(str(self.path), _thread.RLock())
+        started = time.monotonic()
+        got = turn.acquire(timeout=max(0.0, _lock_wait - self._waited))
+        self._waited += time.monotonic() - started
+        if not got:
+            raise Locked(f"database is locked (waited {self._waited:.0f} s)")
+        return turn
 
     def _begin(self, db: sqlite3.Connection) -> None:
         if self.url:

@@ -1,0 +1,142 @@
+"""run/dispatch.run_all's pool (issue 27): what the tick does meanwhile waits until the
+first round of processes has started, and the GIL is handed over quickly until then.
+Real task files, a real SQLite state, real processes and locks."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from mdcron.core.clock import Clock, to_dt
+from mdcron.run.attempt import RunContext, current_owner
+from mdcron.run.dispatch import SWITCH_S, WorkerStores, lend_stores, run_all
+from mdcron.run.locks import lock_path, read_info
+from mdcron.settings.config import load_config
+from mdcron.state.store import state_store
+from mdcron.tasks.taskfile import load_task_file
+
+NOW = 1_800_000_000.0
+
+
+def test_meanwhile_waits_for_the_first_round_to_start_and_the_gil_is_handed_over_quickly(
+        home, write_task):
+    (home / "scheduler.yaml").write_text("max_parallel: 3\n", encoding="utf-8")
+    ids = ["a", "b", "c", "d"]
+    for task_id in ids:
+        write_task(task_id, command="sleep 0.5")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks], NOW, owner)
+    to_run = [(t, won[(t.id, NOW)]) for t in tasks]
+    seen: dict[str, object] = {}
+
+    def meanwhile() -> None:  # what the first round's locks say when it runs
+        seen["interval"] = sys.getswitchinterval()
+        seen["groups"] = {
+            i: (info.pgid if (info := read_info(lock_path(config.locks_dir, i))) else None)
+            for i in ids}
+
+    intervals, done = [], threading.Event()
+
+    def watch() -> None:  # the switch intervals seen while the pool runs
+        while not done.is_set():
+            intervals.append(sys.getswitchinterval())
+            time.sleep(0.001)
+
+    before = sys.getswitchinterval()
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    try:
+        outcomes = run_all(ctx, to_run, print, None, meanwhile=meanwhile)
+    finally:
+        done.set()
+        watcher.join(5)
+    assert [o.final.ok for o in outcomes] == [True] * 4
+    started = [i for i, pgid in seen["groups"].items() if pgid]
+    assert len(started) >= 3  # the first round (3 workers) named its process groups
+    assert min(intervals) == SWITCH_S  # quick hand-overs while the first round started
+    assert seen["interval"] == before  # and the usual ones after it
+    assert sys.getswitchinterval() == before
+
+
+def open_database_fds(db) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(db):
+                count += 1
+        except OSError:
+            continue
+    return count
+
+
+def test_each_worker_keeps_one_connection_for_its_runs_and_the_pool_closes_them(home):
+    config, _ = load_config(home)
+    stores = WorkerStores(config)
+    got: dict[str, list] = {"a": [], "b": []}
+
+    def worker(name: str) -> None:
+        for _ in range(3):
+            got[name].append(stores.get())
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    a, b = got["a"], got["b"]
+    assert a[0] is a[1] is a[2] and b[0] is b[1] is b[2] and a[0] is not b[0]
+    for s in (a[0], b[0]):
+        s.task_state("x")  # connected: the file is open
+    assert open_database_fds(config.db_path) == 2
+    stores.close()
+    assert open_database_fds(config.db_path) == 0
+
+
+def test_a_shared_state_opens_a_connection_per_run(home):
+    (home / "scheduler.yaml").write_text("state_url: postgresql://u@127.0.0.1:1/x\n",
+                                         encoding="utf-8")
+    config, _ = load_config(home)
+    assert WorkerStores(config).get() is None
+
+
+def test_connections_lent_ahead_are_taken_first_and_the_rest_closed_with_the_pool(home,
+                                                                                  tmp_path):
+    """Issue 27: the held tick opens the workers' connections before its minute
+    (cli/warm.open_spares) and lends them at the go; one for another file is not used."""
+    config, _ = load_config(home)
+    with state_store(config) as s:
+        s.task_state("x")  # the database exists
+    lent = [state_store(config), state_store(config)]
+    for s in lent:
+        s.connect()
+    other_home = tmp_path / "other"
+    (other_home / "tasks").mkdir(parents=True)
+    other_config, _ = load_config(other_home)
+    stranger = state_store(other_config)
+    stranger.connect()
+    lend_stores([stranger, *lent])
+    stores = WorkerStores(config)
+    got = stores.get()  # the last lent first: one of ours
+    assert got is lent[1] and got._db is not None
+    taken = {}
+
+    def other_worker() -> None:
+        taken["store"] = stores.get()
+
+    t = threading.Thread(target=other_worker)
+    t.start()
+    t.join(5)
+    assert taken["store"] is lent[0]
+    third = threading.Thread(target=lambda: taken.update(third=stores.get()))
+    third.start()
+    third.join(5)
+    assert taken["third"] not in (*lent, stranger) and taken["third"].path == config.db_path
+    assert stranger._db is None  # another home's: closed, not used
+    stores.close()
+    assert all(s._db is None for s in (*lent, taken["third"]))
