@@ -111,3 +111,17 @@ def test_small_proc_files_are_read_whole_or_not_at_all(tmp_path):
     assert _read(str(big)) == b"x" * 200_000
     assert _read(str(tmp_path / "missing")) is None
     assert _read(b"/proc/self/stat").startswith(str(os.getpid()).encode() + b" (")
+
+
+def test_cron_tick_with_a_due_task_keeps_the_joins_quick_from_its_decline(home, write_task):
+    """Issue 27: cron's tick with one due task (no pool) starts the keeper once the idle check
+    has declined for the due row, so its task's join is quick: while the task runs, the tick
+    has the keeper's thread beside its main one (the claim waited out the marker's threads)."""
+    from conftest import age_cache, run_cli
+
+    needs_cgroup()
+    write_task("job", schedule="* * * * *", command="ls /proc/$PPID/task | wc -l > threads")
+    run_cli(home, "tick", "--now", "2026-11-23T09:59:00+00:00")  # first seen: not due yet
+    age_cache(home)
+    assert run_cli(home, "tick", "--now", "2026-11-23T10:00:00+00:00").returncode == 0
+    assert int((home / "threads").read_text()) == 2

@@ -33,7 +33,8 @@ from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from . import pings, shared_tick
 from .attempt import RunContext, current_owner
-from .dispatch import Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
+from .cgroup_keep import keep_joins_quick
+from .dispatch import KEEP_S, Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
 from .environment import record_seen_secrets
 from .heal_protocol import Healer, SelfHeal
 from .ladder import LadderOutcome
@@ -149,6 +150,10 @@ def run_tick(
 
         note_ahead(config.db_path, minute_floor(now))  # its fsyncs while the files load
         warm_ahead(config.db_path, now)  # and the log's, which the claim would wait for
+    if fastpath.due_seen and not dry_run:
+        # the first cgroup join after a quiet spell waits out an RCU grace period (~8-15 ms):
+        # paid now, in a thread, while the files load, not by the due task's start (issue 27)
+        keep_joins_quick(KEEP_S)
     view = view if view is not None else load(config)
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"
