@@ -141,3 +141,25 @@ def test_web_is_joined_by_the_entry_point_and_refused_without_it(home):
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                          timeout=60)
     assert (out.returncode, out.stderr) == (2, "mdcron: `web` is started through scheduler.py\n")
+
+
+def test_the_entry_point_leaves_the_collector_nothing_at_exit(home, write_task):
+    """Issue 27: scheduler.py freezes what is left once its command returned (the collector's
+    last passes at exit cost a one-due tick ~6 ms), after which atexit still runs and the
+    command's output and exit code are as ever."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    write_task("alpha", command="echo alpha", schedule="* * * * *")
+    code = ("import atexit, gc, runpy, sys\n"
+            "atexit.register(lambda: print('frozen:', gc.get_freeze_count() > 0))\n"
+            f"sys.argv = ['scheduler.py', '--home', {str(home)!r}, 'list', '--json']\n"
+            f"runpy.run_path({str(REPO / 'scheduler.py')!r}, run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    rows, frozen = out.stdout.rsplit("\n", 2)[:2]
+    assert json.loads(rows)[0]["id"] == "alpha"
+    assert frozen == "frozen: True"
