@@ -61,8 +61,14 @@ GOAL_N = 1000  # the fixed-size scenarios (one due, dispatch, list) are specifie
 # --------------------------------------------------------------------------- scenarios
 
 
+# --only: the groups of rows, each run or skipped whole (a group's floors come with it)
+GROUPS = ("idle", "heartbeat", "one-due", "dispatch", "hundred", "pings", "list", "chain",
+          "scale", "daemon", "pg")
+
+
 def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[Row]:
     homes = Homes(root, shared)
+    want = args.only.__contains__
     runs = args.runs
     base_n = args.base_n
     rows: list[Row] = []
@@ -74,7 +80,7 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     rows.append(measure(Row("interpreter alone (python -c pass)", None),
                         runs, lambda i: [PY, "-c", "pass"], root))
 
-    for n in args.sizes:
+    for n in args.sizes if want("idle") else ():
         home = homes.make(f"idle-{n}", n)
         tick_homes[n] = home
         settle(home)  # steady state: files older than the cache's racy window
@@ -101,7 +107,40 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
                   samples=row.samples, failures=row.failures)
         rows.append(mem)
 
-    # -- the idle tick with heartbeat_url: pings a sink on 127.0.0.1 served by this process
+    if want("heartbeat"):
+        rows.append(heartbeat_row(homes, runs, base_n, rows))
+    if want("one-due"):
+        rows.append(one_due_row(homes, runs, base_n, floors, naives))
+    if want("dispatch"):
+        rows.extend(dispatch_rows(homes, runs, base_n, root))
+    if want("hundred"):
+        rows.append(hundred_row(homes, runs))
+    if want("pings"):
+        rows.extend(ping_rows(homes, runs, base_n, rows))
+    if want("list"):
+        rows.append(list_row(homes, runs, base_n, tick_homes))
+
+    from latency import chain_rows, daemon_rows
+
+    if want("chain"):
+        rows.extend(chain_rows(homes, runs))
+    if args.scale and want("scale"):
+        from scale import scale_rows
+
+        rows.extend(scale_rows(homes, runs, args.scale, args.scale_runs, shared))
+    if args.boundaries and want("daemon"):
+        rows.extend(daemon_rows(homes, args.boundaries, base_n))
+    if not args.no_pg and want("pg"):
+        rows.extend(pg_rows(homes, runs, base_n, rows))
+
+    for row in rows:
+        if row.rss_only:
+            judge_rss(row)
+    return rows
+
+
+def heartbeat_row(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> Row:
+    """The idle tick with heartbeat_url: pings a sink on 127.0.0.1 served by this process."""
     log(f"tick N={base_n} nothing due, heartbeat_url set")
     home = homes.make(f"heartbeat-{base_n}", base_n)
     with Sink() as sink:
@@ -112,9 +151,12 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
                       after=lambda i, s: _no_runs(s) or sink.take())
     idle = next((r for r in rows if r.scenario == "tick, nothing due" and r.n == base_n), None)
     judge_ratio(row, idle, HEARTBEAT_GOAL)
-    rows.append(row)
+    return row
 
-    # -- one due: base_n idle tasks + one `true` every minute
+
+def one_due_row(homes: Homes, runs: int, base_n: int, floors: dict[int, Row],
+                naives: dict[int, Row]) -> Row:
+    """base_n idle tasks + one `true` every minute."""
     log(f"tick N={base_n} one due")
     home = homes.make(f"one-due-{base_n}", base_n)
     write_config(home)
@@ -128,9 +170,11 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
     if base_n in naives:
         row.xnaive = _ratio(naives[base_n].median, row.median)
     judge_time(row, ONE_DUE_GOAL_MS, GOAL_N)
-    rows.append(row)
+    return row
 
-    # -- dispatch latency: tick start -> the due task's process writes its own start time
+
+def dispatch_rows(homes: Homes, runs: int, base_n: int, root: Path) -> list[Row]:
+    """Tick start -> the due task's process writes its own start time, and its floor."""
     log(f"dispatch latency N={base_n}")
     home = homes.make(f"dispatch-{base_n}", base_n)
     started = home / "started"
@@ -151,10 +195,9 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
             return f"start stamp precedes the tick ({s.metric_ms:.1f} ms): stale file?"
         return None
 
-    from latency import chain_rows, daemon_rows, dispatch_floor
+    from latency import dispatch_floor
 
     floor = dispatch_floor(root, runs)
-    rows.append(floor)
     row = measure(Row("dispatch latency (tick start → task start)", base_n,
                       goal=f"≤ {DISPATCH_GOAL_MS:g} ms"), runs,
                   lambda i, h=home: tick_argv(h, minute(i)), home, warmups=2, before=clear,
@@ -165,9 +208,11 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
         row.samples = [s for s in row.samples if s.metric_ms is not None]
     judge_time(row, DISPATCH_GOAL_MS, GOAL_N)
     row.xfloor = _ratio(row.median, floor.median)
-    rows.append(row)
+    return [floor, row]
 
-    # -- 100 due in the same minute, max_parallel: 8
+
+def hundred_row(homes: Homes, runs: int) -> Row:
+    """100 due in the same minute, max_parallel: 8."""
     log("tick 100 due, max_parallel 8")
     home = homes.make("hundred-due", 0)
     (home / "scheduler.yaml").write_text("max_parallel: 8\n", encoding="utf-8")
@@ -180,11 +225,11 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
                   lambda i, h=home: tick_argv(h, minute(i)), home, warmups=2,
                   after=lambda i, s: _mentions(s, ids))
     judge_time(row, HUNDRED_DUE_GOAL_MS, 100)
-    rows.append(row)
+    return row
 
-    rows.extend(ping_rows(homes, runs, base_n, rows))
 
-    # -- list --json over base_n tasks with state (reuse the idle home when there is one)
+def list_row(homes: Homes, runs: int, base_n: int, tick_homes: dict[int, Path]) -> Row:
+    """list --json over base_n tasks with state (reuses the idle home when there is one)."""
     log(f"list --json N={base_n}")
     home = tick_homes.get(base_n)
     if home is None:
@@ -196,22 +241,7 @@ def run_all(args: argparse.Namespace, root: Path, shared: Path | None) -> list[R
                   lambda i, h=home: [PY, str(SCHEDULER), "--home", str(h), "list", "--json",
                                      "--now", iso(SATURDAY)], home)
     judge_time(row, LIST_GOAL_MS, GOAL_N)
-    rows.append(row)
-
-    rows.extend(chain_rows(homes, runs))
-    if args.scale:
-        from scale import scale_rows
-
-        rows.extend(scale_rows(homes, runs, args.scale, args.scale_runs, shared))
-    if args.boundaries:
-        rows.extend(daemon_rows(homes, args.boundaries, base_n))
-    if not args.no_pg:
-        rows.extend(pg_rows(homes, runs, base_n, rows))
-
-    for row in rows:
-        if row.rss_only:
-            judge_rss(row)
-    return rows
+    return row
 
 
 def ping_rows(homes: Homes, runs: int, base_n: int, rows: list[Row]) -> list[Row]:
@@ -510,6 +540,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    " 1000 with --quick; 0 skips them)")
     p.add_argument("--scale-runs", type=int, help="runs inserted for them (default 1000000;"
                    " 100000 with --quick)")
+    p.add_argument("--only", default=",".join(GROUPS),
+                   help="comma-separated groups of rows to run, of: " + ", ".join(GROUPS)
+                   + " (default: all)")
     p.add_argument("--boundaries", type=int, help="daemon rows: wall-clock minutes measured after"
                    " a warm-up minute (default 5; 0 skips; each costs a minute)")
     args = p.parse_args(argv)
@@ -530,6 +563,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.runs < 1 or not args.sizes or min(args.sizes) < 1:
         p.error("--runs and every size must be >= 1")
     args.base_n = 300 if args.quick else GOAL_N
+    args.only = {w.strip() for w in args.only.split(",") if w.strip()}
+    if unknown := sorted(args.only - set(GROUPS)):
+        p.error(f"--only: unknown group(s) {', '.join(unknown)}; the groups: {', '.join(GROUPS)}")
     return args
 
 
