@@ -517,20 +517,20 @@ def test_the_cache_key_is_tied_to_the_config_files_text(home):
     readable file) gets no key, so nothing is read from or written to the cache."""
     from mdcron.core.records import replace
     from mdcron.schedule.cache_summary import cache_key_of, open_cache
-    from mdcron.state import idle as fastpath
+    from mdcron.state import cache_key as keys
 
     (home / "scheduler.yaml").write_text("timezone: UTC\n")
     config, _ = load_config(home)
     key = cache_key_of(config)
-    assert key is not None and key == fastpath.cache_key(fastpath.config_text(str(home)))
+    assert key is not None and key == keys.cache_key(keys.config_text(str(home)))
     assert cache_key_of(replace(config, timezone="Asia/Tokyo")) is None
     try:  # cli.main notes the text it read just before load_config: trusted as is
-        fastpath.note_config(config, "timezone: UTC\n# noted\n")
-        assert cache_key_of(config) == fastpath.cache_key("timezone: UTC\n# noted\n")
+        keys.note_config(config, "timezone: UTC\n# noted\n")
+        assert cache_key_of(config) == keys.cache_key("timezone: UTC\n# noted\n")
         other, _ = load_config(home)
         assert cache_key_of(other) == key  # another Config: checked against the file
     finally:
-        fastpath.note_config(None, None)
+        keys.note_config(None, None)
     (home / "scheduler.yaml").write_text("timezone: [\n")  # the file no longer loads
     assert cache_key_of(config) is None
     (home / "scheduler.yaml").unlink()

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core import safe_fs
 from ..core.problems import Problem
 from ..settings.config import CONFIG_NAME, Config, load_config, parse_config
-from ..state import idle as fastpath
+from ..state import cache_key as keys
 
 NAME = "config-checked"
 LIMIT = 1 << 16  # a flat config is a few lines; a longer text goes to PyYAML
@@ -37,7 +37,7 @@ def load(home: Path, text: str | None, keep: bool) -> tuple[Config, list[Problem
     data = flat(body) if body is not None else None
     if data is None:
         return load_config(home)
-    key = fastpath.cache_key(text)  # type: ignore[arg-type]  (a str when there is a body)
+    key = keys.cache_key(text)  # type: ignore[arg-type]  (a str when there is a body)
     checked = home / "state" / NAME
     if _read(checked, home) == key:
         return load_config(home, data=data)

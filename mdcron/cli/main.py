@@ -20,6 +20,7 @@ import time
 from datetime import datetime
 
 from ..run.procguard import become_subreaper, make_undumpable
+from ..state import cache_key as keys
 from ..state import idle as fastpath
 from .pipes import guard_std_streams
 
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None, *,
     if idle is not None:
         return idle
     if ahead is None:
-        fastpath.pin_seen_code()  # the code the idle check read: one read per tick
+        keys.pin_seen_code()  # the code the idle check read: one read per tick
     from . import requirements  # lazy: only once the idle tick declined (stdlib only)
 
     if absent := requirements.missing():  # issue 25: one line naming the Python to use
@@ -102,7 +103,7 @@ def main(argv: Sequence[str] | None = None, *,
         return USAGE
     if args.command == "doctor" or args.command in joined:  # before load_config: they report
         return handler(home, args)  # a broken config themselves
-    text = fastpath.config_text(str(home))  # before load_config: the cache key is these bytes
+    text = keys.config_text(str(home))  # before load_config: the cache key is these bytes
     from . import config_data  # lazy: with the config (a flat one is read without yaml)
 
     try:
@@ -121,7 +122,7 @@ def main(argv: Sequence[str] | None = None, *,
                                            _alert_now(args)):
                 print(f"mdcron: {line}", file=sys.stderr)
         return USAGE
-    fastpath.note_config(config, text)
+    keys.note_config(config, text)
     if args.command in ("tick", "run"):  # issue 21: orphaned task processes come back to us
         become_subreaper()
     if ahead is not None:  # warmed up to here: wait for the minute, refuse what changed

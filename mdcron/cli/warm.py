@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from ..core.clock import minute_floor
 from ..schedule.pause import idle_blocked
+from ..state import cache_key as keys
 from ..state import idle as fastpath
 
 TYPE_CHECKING = False
@@ -65,7 +66,7 @@ class Ahead:
         self.home, self.fd = home, fd
         self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
         self.store: Store | None = None  # warm_and_wait: the state database, opened ahead
-        self.code = fastpath.code_fingerprint()
+        self.code = keys.code_fingerprint()
         self.folder = os.path.join(home, "tasks")  # warm_and_wait: the configured one
         self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
@@ -78,9 +79,9 @@ class Ahead:
     def wait(self) -> int | None:
         """Block until the go; None to run now, EX_STALE when dropped or the code changed."""
         if not _wait(self.fd, self.boundary - REWARM_S, self.rewarm) or (
-                fastpath.code_fingerprint() != self.code):
+                keys.code_fingerprint() != self.code):
             return EX_STALE
-        fastpath.pin_code(self.code)  # just compared: the cache key needs it again
+        keys.pin_code(self.code)  # just compared: the cache key needs it again
         return None
 
     def rewarm(self) -> None:
@@ -92,8 +93,8 @@ class Ahead:
             fastpath.scan(self.folder)
         except OSError:
             pass  # the tick at the minute says what is wrong
-        fastpath.code_fingerprint()
-        fastpath.config_text(self.home)
+        keys.code_fingerprint()
+        keys.config_text(self.home)
 
     def warm_and_wait(self, config: Config, config_text: str | None) -> int | None:
         """After main() parsed the arguments and read the config (`config_text`, as read):
@@ -119,7 +120,7 @@ class Ahead:
         held = self.wait()
         if held is None:
             at_the_go()
-        if held is None and fastpath.config_text(self.home) != config_text:
+        if held is None and keys.config_text(self.home) != config_text:
             held = EX_STALE
         if held is not None:
             self.view.close()

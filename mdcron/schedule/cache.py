@@ -37,6 +37,7 @@ from pathlib import Path
 from ..core.problems import Problem
 from ..core.records import dataclass, field
 from ..settings.config import Config
+from ..state import cache_key as keys
 from ..state import idle as fastpath
 from ..state import task_cache
 from ..state.clockback import cleared
@@ -291,7 +292,7 @@ class View:
         self.entries = entries
         self.problems = [p for e in entries for p in e.problems]
         self.removed = sorted(p for p in {*self.removed, *old} if p not in files)
-        self.zone = fastpath.zone_key()
+        self.zone = keys.zone_key()
 
     def fill_dues(self, states: dict[str, TaskState] | dict[str, StateRow]) -> None:
         """next_due for each enabled task with a state row whose cached one does not hold
@@ -413,7 +414,7 @@ def load(config: Config, *, cached: bool = True, only: str | None = None) -> Vie
     except OSError as exc:
         return View(config, None, [],
                     [Problem(folder, f"cannot list the tasks folder: {exc.strerror or exc}")])
-    view = View(config, key, [], [], zone=fastpath.zone_key(),
+    view = View(config, key, [], [], zone=keys.zone_key(),
                 db=open_cache(config) if cached else None)
     with GcPaused():
         _fill(view, files, read_ns, only)

@@ -13,6 +13,7 @@ import sqlite3
 
 from ..core.problems import Problem
 from ..settings.config import Config, load_config
+from ..state import cache_key as keys
 from ..state import idle as fastpath
 from ..state import task_cache
 from ..state.meta import read_meta
@@ -68,18 +69,18 @@ def cache_key_of(config: Config) -> str | None:
     """The cache key for this Config, or None when it cannot be tied to scheduler.yaml's bytes.
     cli.main reads the bytes before load_config; other callers (tests) are checked by loading
     the file again and comparing."""
-    noted = fastpath.noted_config
+    noted = keys.noted_config
     if noted is not None and noted[0] is config:
         text: str | None = noted[1]
     else:
-        text = fastpath.config_text(str(config.home))
+        text = keys.config_text(str(config.home))
         try:
             if text is None or load_config(config.home)[0] != config:
                 return None
         except Exception:
             return None
     try:
-        return fastpath.cache_key(text)  # type: ignore[arg-type]
+        return keys.cache_key(text)  # type: ignore[arg-type]
     except OSError:
         return None
 
