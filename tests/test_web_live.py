@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -164,9 +165,13 @@ def test_unchanged_tasks_page_refresh_is_a_304_at_1000_tasks(home, server, clien
             tags=["bulk"]))
     full = client.get("/")
     assert full.status_code == 200
-    first = client.get("/", headers={"X-Live": "1"})
-    tag = first.headers["etag"]
-    again = client.get("/", headers={"X-Live": "1", "If-None-Match": tag})
+    for _ in range(3):  # the page's next runs move at a minute boundary (a schedule fires
+        minute = time.time() // 60  # every minute here): a pair that straddles one is redone
+        first = client.get("/", headers={"X-Live": "1"})
+        tag = first.headers["etag"]
+        again = client.get("/", headers={"X-Live": "1", "If-None-Match": tag})
+        if time.time() // 60 == minute:
+            break
     size = len(again.content) + sum(len(k) + len(v) + 4 for k, v in again.headers.items())
     print(f"\nTasks page at 1,000 tasks: full {len(full.content) / 1024:.0f} KiB, live part"
           f" {len(first.content) / 1024:.0f} KiB, unchanged refresh {size} bytes (headers"
