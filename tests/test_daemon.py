@@ -223,6 +223,7 @@ def test_as_pid_1_a_failing_job_is_recorded_failed_and_orphans_are_reaped(home, 
     # exits 3, leaving an orphan that escapes its group and is re-parented to PID 1 (the daemon)
     write_task("fails", command="(setsid sleep 0.5 >/dev/null 2>&1 &); exit 3")
     proc = start_daemon(home, prefix=(tool, "--pid", "--fork", "--mount-proc"))
+    failure = None
     try:
         done = wait_for(lambda: [r for r in _runs(home) if r[1] != "running"], 30, "the run")
         assert done[0][1:3] == ("failed", 3), done
@@ -231,10 +232,14 @@ def test_as_pid_1_a_failing_job_is_recorded_failed_and_orphans_are_reaped(home, 
         # the daemon is a sleep or a zombie (a daemon that never reaps fails here)
         wait_for(lambda: not [p for p, state in _children(daemon_pid)
                               if state == "Z" or _comm(p) == "sleep"], 30, "the orphan reaped")
+    except AssertionError as exc:
+        failure = exc
     finally:
         os.kill(wait_for(lambda: [p for p, _ in _children(proc.pid)], 5, "the daemon")[0],
                 signal.SIGTERM)
         out = stop(proc, sig=0)
+    if failure is not None:  # what the daemon and its ticks said, and the runs, to go by
+        raise AssertionError(f"{failure}; runs: {_runs(home)}; daemon said:\n{out}")
     log = events(out)
     assert log[0]["event"] == "started" and log[0]["pid1"] is True, out
     assert "reaped orphan" in [e["event"] for e in log], out
