@@ -8,7 +8,10 @@ CLI: `web` (web/server.cmd_web) imports cli/, and cli/ never imports web/ (READM
 import gc
 import sys
 
-from mdcron.cli.main import main
+from mdcron.core import collector
+
+collector.hold()  # issue 27: no collections until a tick's first task started (core/collector.py)
+from mdcron.cli.main import main  # noqa: E402  (after the hold: its imports are what it spares)
 
 
 def web(home, args) -> int:

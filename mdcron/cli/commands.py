@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core import collector
 from ..core.clock import to_dt
 from ..schedule.pause import maintenance
 from ..settings.config import Config
@@ -78,6 +79,8 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
 
             tick_crashed(config, error, clock.now(), dict(os.environ), say)
         return PROBLEM
+    finally:
+        collector.release()  # a tick that started no task (core/collector.py)
     if report.duplicates and not args.dry_run:
         from ..alerts.after_run import duplicate_ids  # imported here: not before a task starts
         from ..run.incident_command import run_incident_command

@@ -19,6 +19,7 @@ import sys
 import time
 from datetime import datetime
 
+from ..core import collector
 from ..run.procguard import become_subreaper, make_undumpable
 from ..state import cache_key as keys
 from ..state import idle as fastpath
@@ -86,6 +87,8 @@ def main(argv: Sequence[str] | None = None, *,
         from .parser import build_parser, command_word  # lazy: argparse, not for cron's line
 
         args = build_parser(command_word(argv)).parse_args(argv)
+    if args.command != "tick":  # only a tick waits for its first task (core/collector.py)
+        collector.release()
     home = Path(getattr(args, "home", None) or default_home()).resolve()
     if args.command == "completion":  # no config needed: the script reads tasks/ itself
         from .completion import bash_script, zsh_script

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core import collector
 from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.records import dataclass
 from ..core.units import format_duration
@@ -198,6 +199,7 @@ def run_command(
         if gate is not None:
             gate.open()  # the lock names the group, the leader is in its cgroup: now it runs
         started()  # the next worker's turn to start its process (start_order.py)
+        collector.release()  # issue 27: the task runs; collections may run again
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
         if gate is not None:
