@@ -5,7 +5,7 @@ them, the chains' rounds, the runs waiting for units or once_per."""
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, age_cache
 
 PROBE = """
 import sys
@@ -71,3 +71,29 @@ def test_due_tick_reads_its_cache_through_the_idle_checks_connection(home, write
                          capture_output=True, text=True)
     db = str(home / "state" / "mdcron.db")
     assert f"CONNECTS 0 ['{db}'] 3" in out.stdout, out.stdout + out.stderr
+
+
+SPAWN_PROBE = """
+import sys
+loaded = []
+def hook(event, args):
+    if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
+        loaded.append(sorted(m for m in ("typing",) if m in sys.modules))
+sys.addaudithook(hook)
+from mdcron.cli.main import main
+main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("BEFORE THE TASK", loaded)
+"""
+
+
+def test_a_due_task_starts_before_typing_is_imported(home, write_task):
+    """Issue 27: typing (~2.5 ms) is for the type checker: the modules a due tick loads before
+    its task starts import it under TYPE_CHECKING only (a protocol is a plain class at run
+    time)."""
+    write_task("every-minute", command="true")
+    for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
+        out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),
+                              f"2026-11-23T{minute}:00+00:00"], cwd=REPO,
+                             capture_output=True, text=True)
+        age_cache(home)  # files as old as cron's: the next tick trusts its cache
+    assert "BEFORE THE TASK [[]]" in out.stdout, out.stdout + out.stderr

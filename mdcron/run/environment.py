@@ -8,11 +8,11 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..settings.config import is_secret
 from ..tasks.task import Task
 
+TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
 if TYPE_CHECKING:
     from ..state.protocol import State
 

@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..core.clock import Clock, minute_floor, to_dt
 from ..core.outcome import Outcome, RunResult
@@ -41,6 +40,7 @@ from .ladder import LadderOutcome
 from .recovery import Recovered, recover, recover_heals
 from .retention import retention
 
+TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
 if TYPE_CHECKING:
     from ..schedule.cache import View
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..core.problems import Problem, unknown_key
 from ..core.records import dataclass
 from ..core.units import DurationError, duration_between, whole_number
+
+TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 

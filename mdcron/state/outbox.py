@@ -6,10 +6,13 @@ are one short transaction each."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from ..core.records import NamedTuple  # typing's, without its per-field check
 from .db import Tables, marks
+
+TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Window(NamedTuple):

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from ..core.outcome import Outcome, RunResult
 from ..core.records import NamedTuple, dataclass  # NamedTuple: typing's, cheaper to build
 from .db import Tables, marks
+
+TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
+if TYPE_CHECKING:
+    from typing import Any
 
 RunRow = dict[str, object]
 
