@@ -78,7 +78,7 @@ import sys
 loaded = []
 def hook(event, args):
     if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
-        loaded.append(sorted(m for m in ("typing",) if m in sys.modules))
+        loaded.append(sorted(m for m in ("typing", "ctypes") if m in sys.modules))
 sys.addaudithook(hook)
 from mdcron.cli.main import main
 main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
@@ -86,10 +86,10 @@ print("BEFORE THE TASK", loaded)
 """
 
 
-def test_a_due_task_starts_before_typing_is_imported(home, write_task):
+def test_a_due_task_starts_before_typing_and_ctypes_are_imported(home, write_task):
     """Issue 27: typing (~2.5 ms) is for the type checker: the modules a due tick loads before
     its task starts import it under TYPE_CHECKING only (a protocol is a plain class at run
-    time)."""
+    time); prctl is called through _ctypes, without the ctypes package (~1.5 ms)."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),

@@ -21,23 +21,55 @@ the original block, whatever the process does to its copy.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
+_FOUND: list = []  # _prctl's answer, once found
+
+
+def _prctl():  # -> the C library's prctl, called with C ints; None when it cannot be had
+    if not _FOUND:
+        _FOUND.append(_find_prctl())
+    return _FOUND[0]
+
+
+def _find_prctl():
+    """prctl(2) through _ctypes, the C half of ctypes: what ctypes.CDLL(None).prctl is, without
+    importing ctypes itself (issue 27: ~1.5-2 ms of every tick, struct and the whole ctypes
+    package loaded for two calls). Falls back on ctypes where _ctypes lacks what this needs."""
+    try:
+        import _ctypes  # lazy: only on Linux, for the two calls below
+
+        class Int(_ctypes._SimpleCData):  # ctypes.c_int
+            _type_ = "i"
+
+        class Prctl(_ctypes.CFuncPtr):  # a function of ctypes.CDLL(None, use_errno=True)
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = Int
+
+        class Libc:  # what CFuncPtr((name, library)) reads of a CDLL: its handle
+            _handle = _ctypes.dlopen(None, 0)
+
+        return Prctl(("prctl", Libc))
+    except (ImportError, AttributeError, TypeError, OSError):
+        pass
+    try:
+        import ctypes  # lazy: a Python whose _ctypes differs (not CPython 3.11+)
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
 def make_undumpable() -> bool:
     """True when this process is now non-dumpable (Linux only; False elsewhere or on error)."""
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
 
 
 def become_subreaper() -> bool:
@@ -46,8 +78,5 @@ def become_subreaper() -> bool:
     (Linux only; False elsewhere or on error)."""
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
+    prctl = _prctl()
+    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
