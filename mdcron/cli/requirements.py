@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib.machinery import PathFinder
+
+try:  # importlib.machinery's PathFinder, as the interpreter loaded it at start: importing
+    # importlib.machinery (importlib, warnings) cost every tick with work ~0.8 ms (issue 27)
+    from _frozen_importlib_external import PathFinder
+except ImportError:  # pragma: no cover  (not CPython)
+    from importlib.machinery import PathFinder
 
 # what every command may load (requirements.txt); the optional ones (anthropic, apprise,
 # psycopg, the web's) are imported where needed and say so themselves

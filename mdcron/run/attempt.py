@@ -33,7 +33,6 @@ from .locks import (
 )
 from .process import CommandSpec, RunnerError, command_argv, run_command
 from .proctree import Tree
-from .stop import note_in_log, stopped_reason, take_stop
 from .waits import Gate
 
 LOCK_SETTLE_SECONDS = 1.0  # how long to wait for a lock whose recorded holder is already gone
@@ -97,6 +96,8 @@ def run_attempt(
         result = _start(ctx, task, run_id, attempt, lock, info, log_path)
     except Exception as exc:  # a bug of ours must still close the row
         result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
+    from .stop import note_in_log, stopped_reason, take_stop  # lazy: after the run (issue 27)
+
     by = take_stop(ctx.config, run_id)  # issue 24: a person pressed Stop on the dashboard
     if by is not None and not result.ok:
         note_in_log(result.log_path, ctx.config, by)

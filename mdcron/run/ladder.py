@@ -5,7 +5,8 @@ attempt 1 `run`, then `retry` rows for reruns and `heal` rows for heals, all for
 
 Lazy imports: leases (hosts/lease.py) only with a shared state; the task-file parser and editor
 only when a heal or a suspension touches the file; the held suspension (schedule/held.py) only
-when the file cannot take one.
+when the file cannot take one; overlap.py and pings.py only for a task that uses them before its
+run, else after it (issue 27: nothing the first attempt's start does not need).
 """
 
 from __future__ import annotations
@@ -17,26 +18,21 @@ from functools import partial
 from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
 from ..core.records import dataclass, field, replace
-from ..hosts.replace_marks import REPLACED
 from ..settings.config import Config
 from ..state.leases import FencedOff
 from ..state.store import Store
 from ..tasks.run_keys import backoff, start_offset
 from ..tasks.task import Task
-from . import pings
 from .attempt import RunContext, acquire_task_lock, run_attempt
 from .escalation_policy import MAX_HEALS, LadderState, Step, ladder_budget, next_step
 from .heal_protocol import Healer, HealRecord
 from .locks import TaskLock, kill_holder, lock_path, read_info, stop_run_tree
-from .overlap import (
-    ask_to_replace,
-    own_lock,
-    release_own,
-    replace_previous,
-    replaced_by,
-)
 from .recovery import Recovered
 from .waits import pause
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .pings import Flight
 
 # The tick makes no healer when the scheduler has no API key (cli/commands.ClaudeSelfHeal).
 NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
@@ -82,8 +78,12 @@ def execute_claimed(
         return LadderOutcome(task, failed, Step.GIVE_UP, reason, steps=[(1, "run", failed)])
     own = lock is None and task.overlap == "allow"  # issue 26: overlap.py
     if own:
+        from .overlap import own_lock  # lazy: only a run beside a running one
+
         lock = own_lock(ctx, task.id, run_id)
     elif lock is None and task.overlap == "replace":
+        from .overlap import replace_previous  # lazy: only a run that replaces a running one
+
         lock = replace_previous(ctx, store, task, run_id)
     if lock is None:
         info = read_info(lock_path(ctx.config.locks_dir, task.id))
@@ -101,11 +101,15 @@ def execute_claimed(
         with lease as reason:  # issue 11: across hosts
             if reason is not None:  # another host's run of this task holds its lease
                 if task.overlap == "replace":
+                    from .overlap import ask_to_replace  # lazy: as replace_previous
+
                     reason = ask_to_replace(store, task, run_id, reason)
                 out = not_now(ctx, store, task, run_id, reason.split(";")[0])
             else:
-                flight = pings.start(task)  # issue 26: ping_url's /start, in the background
+                flight = _ping_start(task)  # issue 26: ping_url's /start, in the background
                 out = climb(ctx, store, task, run_id, lock, healer)
+                from . import pings  # lazy: after the run (issue 27: off the task's start)
+
                 pings.finish(out.task, out.final, flight, ctx.environ,
                              ctx.config.secret_names())
     except FencedOff as exc:  # taken over meanwhile: nothing of this ladder was written
@@ -113,9 +117,23 @@ def execute_claimed(
         refused = RunResult(Outcome.SKIPPED, fail_reason=f"result not recorded: {exc}{kept}")
         out = LadderOutcome(task, refused, Step.DONE, str(exc), steps=[(1, "run", refused)])
     finally:
-        release_own(lock) if own else lock.release()
+        if own:
+            from .overlap import release_own  # lazy: as own_lock
+
+            release_own(lock)
+        else:
+            lock.release()
     out.lost = [Recovered(task.id, rid, Outcome.LOST, why) for rid, why in lost]
     return out
+
+
+def _ping_start(task: Task) -> Flight | None:
+    """pings.start(task): `/start` for a task with ping_url, None without one."""
+    if not task.ping_url:
+        return None
+    from . import pings  # lazy: only a task with ping_url before its run (issue 27)
+
+    return pings.start(task)
 
 
 def keep_late_result(store: Store, exc: Exception, lost: list[tuple[int, str]]) -> str:
@@ -193,6 +211,8 @@ def climb(
     failures_before = before.consecutive_failures if before else 0
 
     result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
+    from .overlap import replaced_by  # lazy: after the first attempt (issue 27: its start)
+
     out = LadderOutcome(task, result, Step.DONE, "", steps=[(1, "run", result)])
     attempt, retried, last_row, blocked = 1, 0, run_id, False
     while True:
@@ -266,6 +286,8 @@ def climb(
 def _replaced(store: Store, out: LadderOutcome, why: str) -> LadderOutcome:
     """Issue 26: a later slot stopped this run (overlap: replace); the ladder ends here, no
     rerun, no heal, no failure counted. The mark goes with it (the replacer's too)."""
+    from ..hosts.replace_marks import REPLACED  # lazy: as replaced_by
+
     store.take_meta(REPLACED + out.task.id)
     out.final = RunResult(Outcome.SKIPPED, fail_reason=why)
     out.decision, out.reason = Step.DONE, why

@@ -34,7 +34,6 @@ from ..core.outcome import Outcome, RunResult, envelope_error
 from ..core.records import dataclass
 from ..core.units import format_duration
 from ..tasks.task import Task
-from .exit_time import zombie_end
 from .identity import Switch
 from .process_group import KILL_SETTLE, group_alive, in_group, signal_group
 from .process_group import kill_process_group as kill_process_group
@@ -278,6 +277,8 @@ class _Run:
                 look_at = now + TRACK_EVERY
             if self.rc is None:
                 if now - looked > STOPPED_GAP:  # asleep meanwhile: when did it end? (unreaped)
+                    from .exit_time import zombie_end  # lazy: after the start (issue 27)
+
                     ended = zombie_end(self.proc.pid)
                     if ended is not None:
                         self.ended = min(max(ended, looked), now)

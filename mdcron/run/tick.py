@@ -30,7 +30,7 @@ from ..state.idle import FUTURE_SLACK
 from ..state.store import Store, TaskState, last_tick, state_store, warm_ahead
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
-from . import pings, shared_tick
+from . import shared_tick
 from .attempt import RunContext, current_owner
 from .cgroup_keep import keep_joins_quick
 from .dispatch import KEEP_S, Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
@@ -38,7 +38,6 @@ from .environment import record_seen_secrets
 from .heal_protocol import Healer, SelfHeal
 from .ladder import LadderOutcome
 from .recovery import Recovered, recover, recover_heals
-from .retention import retention
 
 TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
 if TYPE_CHECKING:
@@ -320,6 +319,9 @@ def run_tick(
             if not store.url:  # issue 27: idle again
                 store.set_meta("chains_settled",
                                _chains_settled(store, config, candidates, broken))
+        from . import pings  # lazy: once the runs ended (issue 27: off the first task's start)
+        from .retention import retention  # lazy: as pings
+
         pings.wait_all(say)  # issue 26: the tasks' pings, each within its deadline
         _aftermath(store, config, report, clock.now(), ctx.environ, say,
                    ctx.failed_destinations)
