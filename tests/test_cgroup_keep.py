@@ -125,3 +125,35 @@ def test_cron_tick_with_a_due_task_keeps_the_joins_quick_from_its_decline(home, 
     age_cache(home)
     assert run_cli(home, "tick", "--now", "2026-11-23T10:00:00+00:00").returncode == 0
     assert int((home / "threads").read_text()) == 2
+
+
+ORDER_PROBE = """
+import sys
+events = []
+def hook(event, args):
+    if event == "open" and str(args[0]).endswith("/cgroup.procs") and "keep" not in events:
+        events.append("keep")  # the keeper opens the tick's own cgroup.procs
+    elif event == "import" and args[0] == "mdcron.run.tick" and "tick" not in events:
+        events.append("tick")
+sys.addaudithook(hook)
+from mdcron.cli.main import main
+main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("ORDER", events)
+"""
+
+
+def test_the_keeper_starts_before_the_tick_loads_its_modules(home, write_task):
+    """Issue 27: the keeper's first migration waits out the kernel (~6-13 ms); started in
+    run_tick it was still under way when the run's cgroup was made (mkdir waited for it).
+    Started as the idle check declines for a due task, it is over by then."""
+    import sys
+
+    from conftest import REPO, age_cache, run_cli
+
+    needs_cgroup()
+    write_task("job", schedule="* * * * *", command="true")
+    run_cli(home, "tick", "--now", "2026-11-23T09:59:00+00:00")  # first seen: not due yet
+    age_cache(home)
+    out = subprocess.run([sys.executable, "-c", ORDER_PROBE, str(home),
+                          "2026-11-23T10:00:00+00:00"], cwd=REPO, capture_output=True, text=True)
+    assert "ORDER ['keep', 'tick']" in out.stdout, out.stdout + out.stderr

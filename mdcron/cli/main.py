@@ -67,6 +67,8 @@ def main(argv: Sequence[str] | None = None, *,
         return idle
     if ahead is None:
         keys.pin_seen_code()  # the code the idle check read: one read per tick
+        if fastpath.due_seen:  # a task is due: its cgroup join kept quick from here (issue 27)
+            _keep_joins_quick()
     from . import requirements  # lazy: only once the idle tick declined (stdlib only)
 
     if absent := requirements.missing():  # issue 25: one line naming the Python to use
@@ -281,6 +283,16 @@ def _idle_tick(argv: list[str]) -> int | None:
     except Exception:  # anything unexpected: the full tick decides, and reports
         return None
     return 0 if code == 1 and exit_zero else code  # as cmd_tick's --exit-zero
+
+
+def _keep_joins_quick() -> None:
+    """The keeper's first migration waits out the kernel's grace period (~6-13 ms, measured in
+    a tick): started in run_tick, after the tick's imports, it was still under way when the
+    run's cgroup was made (mkdir waits for it: 0-9 ms before the task started). Started here,
+    as the idle check declines for a due task, it is over long before."""
+    from ..run.cgroup_keep import KEEP_S, keep_joins_quick  # lazy: a tick with a due task only
+
+    keep_joins_quick(KEEP_S)
 
 
 def _ping(url: str, failed: bool, environ: Mapping[str, str]) -> str | None:

@@ -18,6 +18,7 @@ import time
 from .proctree import cgroup_base
 
 KEEP_EVERY = 0.004  # well within a grace period (~10 ms measured)
+KEEP_S = 0.5  # how long a tick keeps them quick from its start (cli/main.py, dispatch.py)
 _KEEP_UNTIL: list[float] = []  # the keeping thread's end, while one runs
 _KEEP_LOCK = _thread.allocate_lock()
 

@@ -23,7 +23,7 @@ from ..state.store import Store, StoreError, database_lost, state_store
 from ..state.trouble import is_trouble
 from ..tasks.task import Task
 from .attempt import RunContext
-from .cgroup_keep import keep_joins_quick
+from .cgroup_keep import KEEP_S, keep_joins_quick
 from .escalation_policy import Step
 from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
@@ -36,7 +36,6 @@ from .waits import Gate
 # extra switches cost more CPU than they save), and `meanwhile` waits. The cgroup joins are
 # kept quick (proctree.keep_joins_quick) for KEEP_S.
 SWITCH_S = 0.0005
-KEEP_S = 0.5
 FIRST_ROUND_WAIT = 0.25
 
 
