@@ -87,3 +87,52 @@ def test_a_symlinked_config_checked_is_never_written_through(home, write_task, t
     assert _tick(home, 1) == "EXIT 0 YAML True"  # both parsers: the key written
     assert victim.read_text(encoding="utf-8") == "precious\n"
     assert not link.is_symlink() and re.fullmatch(r"[0-9a-f]{64}\n", link.read_text("ascii"))
+
+
+ZONE_PROBE = """
+import sys
+at_start = []
+sys.addaudithook(lambda e, a: at_start.append("zoneinfo" in sys.modules)
+                 if e == "subprocess.Popen" and not at_start else None)
+from mdcron.cli.main import main
+code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("EXIT", code, "ZONEINFO BEFORE THE TASK", at_start[:1])
+"""
+
+
+def _zone_tick(home, minute: int) -> str:
+    out = subprocess.run([sys.executable, "-c", ZONE_PROBE, str(home),
+                          f"2026-11-23T10:{minute:02d}:00+00:00"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    return out.stdout.strip().splitlines()[-1] + out.stderr
+
+
+def test_a_checked_zone_is_not_resolved_again_while_its_file_is_unchanged(home, write_task):
+    """Issue 27: importing zoneinfo to resolve `timezone:` cost each tick ~2.4 ms before its
+    task; state/zone-checked names the file ZoneInfo read and its stat."""
+    (home / "scheduler.yaml").write_text("timezone: UTC\n", encoding="utf-8")
+    write_task("plain", command="true")
+    for minute in range(3):  # state/ made, the key written, the zone noted
+        _zone_tick(home, minute)
+        age(home)
+    record = (home / "state" / "zone-checked").read_text(encoding="ascii")
+    assert record.startswith("UTC\t")
+    assert _zone_tick(home, 3) == "EXIT 0 ZONEINFO BEFORE THE TASK [False]"
+    # the file's stat no longer what was noted (its inode): resolved again, and noted again
+    (home / "state" / "zone-checked").write_text(record.rsplit(":", 1)[0] + ":1\n",
+                                                 encoding="ascii")
+    assert _zone_tick(home, 4) == "EXIT 0 ZONEINFO BEFORE THE TASK [True]"
+    assert (home / "state" / "zone-checked").read_text(encoding="ascii") == record
+    assert _zone_tick(home, 5) == "EXIT 0 ZONEINFO BEFORE THE TASK [False]"
+
+
+def test_an_unknown_zone_is_refused_by_every_tick_and_never_noted(home, write_task):
+    (home / "scheduler.yaml").write_text("timezone: Mars/Olympus\n", encoding="utf-8")
+    write_task("plain", command="true")
+    (home / "state").mkdir()
+    for minute in range(3):
+        out = _zone_tick(home, minute)
+        assert out.startswith("EXIT 2 ZONEINFO BEFORE THE TASK []"), out  # nothing ran
+        assert "unknown time zone 'Mars/Olympus'" in out
+        age(home)
+    assert not (home / "state" / "zone-checked").exists()

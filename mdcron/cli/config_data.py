@@ -8,11 +8,19 @@ that reads a text parses it with both and, when they agree, writes the text's ti
 (state/idle.py cache_key: a digest of the config's bytes, the code, the version, $HOME) to
 state/config-checked; the ticks after it, and read-only commands, find the key there and use
 flat(). Only the digest is kept: the config's text may hold a password the state must not.
+
+A `timezone:` is resolved by ZoneInfo, and importing zoneinfo (sysconfig, struct) cost every
+tick with work ~2.4 ms before its first task. So a checked config whose zone resolved notes in
+state/zone-checked which file ZoneInfo read for that name (the first folder of its search path,
+the interpreter, $PYTHONTZPATH) and that file's stat: while they are all unchanged, ZoneInfo
+would read the same bytes again, and the config is built without resolving the zone again.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 
 from ..core import safe_fs
@@ -21,6 +29,7 @@ from ..settings.config import CONFIG_NAME, Config, load_config, parse_config
 from ..state import cache_key as keys
 
 NAME = "config-checked"
+ZONE_NAME = "zone-checked"
 LIMIT = 1 << 16  # a flat config is a few lines; a longer text goes to PyYAML
 _LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#.*)?")
 _PLAIN = re.compile(r"[A-Za-z0-9_./+@=:-][A-Za-z0-9_./+@=: -]*")  # no quote, bracket, #, &, *
@@ -40,7 +49,15 @@ def load(home: Path, text: str | None, keep: bool) -> tuple[Config, list[Problem
     key = keys.cache_key(text)  # type: ignore[arg-type]  (a str when there is a body)
     checked = home / "state" / NAME
     if _read(checked, home) == key:
-        return load_config(home, data=data)
+        zone = data.get("timezone")
+        if zone is None:
+            return load_config(home, data=data)
+        if _zone_holds(home, str(zone)):
+            return load_config(home, data=data, zone_checked=True)
+        built = load_config(home, data=data)  # the zone resolved (else ConfigError)
+        if keep:
+            _note_zone(home, str(zone))
+        return built
     parsed = parse_config(home / CONFIG_NAME, body)
     if keep and same(parsed, data):
         _write(checked, home, key)
@@ -101,9 +118,39 @@ def same(a: object, b: object) -> bool:
     return a == b
 
 
-def _read(path: Path, home: Path) -> str | None:
+def _zone_holds(home: Path, name: str) -> bool:
+    """state/zone-checked says ZoneInfo found `name` as a file that is unchanged since."""
+    text = _read(home / "state" / ZONE_NAME, home, 1024)
+    fields = text.split("\t") if text is not None else []
+    return len(fields) == 6 and text == _zone_record(name, fields[4])
+
+
+def _zone_record(name: str, path: str) -> str | None:
+    """The zone, what decides where ZoneInfo looks (the interpreter and its build, whose
+    sysconfig names the search path, and $PYTHONTZPATH), the file and its stat."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return "\t".join((name, sys.executable, sys.version, os.environ.get("PYTHONTZPATH", "-"),
+                      path, f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"))
+
+
+def _note_zone(home: Path, name: str) -> None:
+    """After `name` resolved: its record, when ZoneInfo found it in the first folder of its
+    search path (found elsewhere, or in the tzdata package: resolved by every tick)."""
+    zoneinfo = sys.modules.get("zoneinfo")  # imported by the resolution just made
+    if zoneinfo is None or not zoneinfo.TZPATH:
+        return
+    path = os.path.join(zoneinfo.TZPATH[0], name)
+    record = _zone_record(name, path) if os.path.isfile(path) else None
+    if record is not None and record.isascii() and "\n" not in record:
+        _write(home / "state" / ZONE_NAME, home, record)
+
+
+def _read(path: Path, home: Path, limit: int = 256) -> str | None:
     try:  # inside state/ walked from the home, never through a symlink or a FIFO
-        return safe_fs.read_regular(path, 256, root=home).decode("ascii").strip()
+        return safe_fs.read_regular(path, limit, root=home).decode("ascii").strip()
     except (OSError, ValueError):
         return None
 

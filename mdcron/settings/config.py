@@ -144,18 +144,20 @@ _KNOWN = {
 }
 
 
-def load_config(home: Path, environ: Mapping[str, str] | None = None, *,
-                data: dict | None = None) -> tuple[Config, list[Problem]]:
+def load_config(home: Path, environ: Mapping[str, str] | None = None, *, data: dict | None = None,
+                zone_checked: bool = False) -> tuple[Config, list[Problem]]:
     """Read home/scheduler.yaml if it exists and build every section into typed values, once:
     nothing else parses the file. Errors raise ConfigError (the tick must stop rather than
     guess); unknown keys, and ${VAR}s unset in `environ` (default os.environ), come back as
     warnings. `data`: the file's YAML as parse_config returned it for the very text the caller
-    read (the tick's cache, cli/config_data.py): built without reading or parsing again."""
+    read (the tick's cache, cli/config_data.py): built without reading or parsing again.
+    `zone_checked`: the caller vouches that data's `timezone` resolves (cli/config_data.py:
+    ZoneInfo read this very file for this name before), so zoneinfo is not imported for it."""
     home = home.resolve()
     path = home / CONFIG_NAME
     env = os.environ if environ is None else environ
     if data is not None:
-        return _build(home, path, data, env)
+        return _build(home, path, data, env, zone_checked=zone_checked)
     if not path.exists():
         if env.get(STATE_URL_ENV):  # a state URL without a config file (issue 11)
             return _build(home, path, {}, env, exists=False)
@@ -208,7 +210,7 @@ def _read_text(path: Path) -> str:
 
 
 def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
-           exists: bool = True) -> tuple[Config, list[Problem]]:
+           exists: bool = True, zone_checked: bool = False) -> tuple[Config, list[Problem]]:
     errors: list[Problem] = []
     warnings: list[Problem] = []
     values: dict[str, object] = {}
@@ -222,15 +224,19 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
                                     severity="warning"))
     if "timezone" in data:
         tz = data["timezone"]
-        from ..core.wall_time import ScheduleError, resolve_zone  # lazy: only for `timezone:`
-        from ..core.zones import abbreviation_warning, unknown_zone  # lazy: as resolve_zone
+        from ..core.zones import abbreviation_warning, unknown_zone  # lazy: only for `timezone:`
 
-        try:
-            resolve_zone(str(tz))
+        known = zone_checked
+        if not known:
+            from ..core.wall_time import ScheduleError, resolve_zone  # lazy: as zones (zoneinfo)
+
+            try:
+                resolve_zone(str(tz))
+                known = True
+            except ScheduleError:
+                err("timezone", unknown_zone(tz))
+        if known:
             values["timezone"] = str(tz)
-        except ScheduleError:
-            err("timezone", unknown_zone(tz))
-        else:
             if warning := abbreviation_warning(str(tz)):  # issue 25: EST means New York
                 warnings.append(Problem(path, f"timezone: {warning}", key="timezone",
                                         severity="warning"))
