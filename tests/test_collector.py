@@ -1,6 +1,7 @@
 """core/collector.py (issue 27): the cyclic collector waits while a tick gets its first task
 started, and runs again from there; every other command runs with it as always."""
 
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,8 @@ def hook(event, args):
         events.append("main")  # scheduler.py's imports begin (the hold comes just before)
     elif event == "subprocess.Popen":
         events.append("popen")
+    elif event == "socket.connect":
+        events.append("socket:" + ("on" if gc.isenabled() else "off"))
     elif event == "sqlite3.connect":
         events.append("connect:" + ("on" if gc.isenabled() else "off"))
 sys.addaudithook(hook)
@@ -30,9 +33,10 @@ print("EVENTS", " ".join(events), "END", "on" if gc.isenabled() else "off")
 """
 
 
-def probe(*args: str) -> str:
+def probe(*args: str, env: dict[str, str] | None = None) -> str:
     out = subprocess.run([sys.executable, "-c", PROBE, str(SCHEDULER), *args],
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, **(env or {})})
     assert "EVENTS" in out.stdout, out.stdout + out.stderr
     return out.stdout.split("EVENTS", 1)[1].strip()
 
@@ -58,3 +62,13 @@ def test_other_commands_run_with_the_collector_on(home, write_task):
     probe("--home", str(home), "tick", "--now", "2026-11-23T10:00:00+00:00")  # a database
     events = probe("--home", str(home), "history")
     assert "connect:on" in events and "connect:off" not in events, events
+
+
+def test_a_claude_task_runs_with_the_collector_on(home, write_task, fake_claude):
+    """A Claude task is no process of run_command's: the collector runs again before its
+    client starts (it allocates for as long as the task runs)."""
+    fake_claude.text("done")
+    write_task("ask", "Say hello.", run_as="claude", timeout=60)
+    events = probe("--home", str(home), "tick", "--now", "2026-11-23T10:00:00+00:00",
+                   env=fake_claude.environ)
+    assert "socket:on" in events and "socket:off" not in events, events

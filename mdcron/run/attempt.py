@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ..core import collector
 from ..core.clock import Clock, monotonic, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.private_files import make_private_dirs
@@ -96,6 +97,7 @@ def run_attempt(
         result = _start(ctx, task, run_id, attempt, lock, info, log_path)
     except Exception as exc:  # a bug of ours must still close the row
         result = RunResult(Outcome.FAILED, fail_reason=f"mdcron internal error: {exc!r}")
+    collector.release()  # started and ended, or failed before its start (core/collector.py)
     from .stop import note_in_log, stopped_reason, take_stop  # lazy: after the run (issue 27)
 
     by = take_stop(ctx.config, run_id)  # issue 24: a person pressed Stop on the dashboard
@@ -124,6 +126,7 @@ def _start(
     except OSError:
         pass  # a full disk or the like: the run goes on, its output noting the log failed
     if task.run_as == "claude":
+        collector.release()  # its client allocates for as long as it runs (core/collector.py)
         # lazy: the Claude client (random, templates, ...) only for a Claude task (issue 27)
         from ..claude.client import run_claude_task
 

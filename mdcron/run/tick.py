@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..core import collector
 from ..core.clock import Clock, minute_floor, to_dt
 from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
@@ -263,6 +264,8 @@ def run_tick(
                 report.lost_claims.append(p.task.id)
             elif p.action == "run":
                 to_run.append((p.task, run_id))
+        if not to_run and not spread:  # nothing starts here now: collections may run again
+            collector.release()  # (runs waiting for their units, chains: core/collector.py)
         for p in report.planned:
             if p.action == "skip" and not p.quiet and p.task.id not in report.lost_claims:
                 say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
