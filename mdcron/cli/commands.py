@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..core import collector
 from ..core.clock import to_dt
-from ..schedule.pause import maintenance
+from ..schedule.pause import maintenance, pauses
 from ..settings.config import Config
 from ..state.store import (
     Store,
@@ -33,7 +33,6 @@ from ..state.store import (
     state_store,
 )
 from ..state.trouble import describe, is_trouble
-from .audit import record_cli
 from .usage import OK, PROBLEM, USAGE, UsageError, clock_from, typed_clock
 
 TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
@@ -117,8 +116,6 @@ def cmd_tick(config: Config, args: argparse.Namespace) -> int:
 def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
     """Maintenance mode (True: nothing runs, the tick says so) and timed pauses that are over
     (enabled again before the pass, so their next slot runs). pause.py."""
-    from .actions import resume_due
-
     marker = maintenance(str(config.home))
     if marker is not None:
         say(f"maintenance mode since {marker.get('since', '?')} (by {marker.get('by', '?')}):"
@@ -127,7 +124,9 @@ def _paused_tick(config: Config, now: float, dry_run: bool, say) -> bool:
             with Store(config.db_path) as store:
                 store.set_meta("last_tick", repr(now))
         return True
-    if not dry_run:
+    if not dry_run and any(p["until"] <= now for p in pauses(str(config.home)).values()):
+        from .actions import resume_due  # lazy: only with a pause that is over (issue 27)
+
         for line in resume_due(config, now):
             say(line)
     return False
@@ -172,6 +171,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 
     task = _load_task(config, args.id)
     if not getattr(args, "recorded", False):  # the web records its own "run now"
+        from .audit import record_cli  # lazy: off the tick's path (issue 27)
+
         record_cli(config, "run", task.id)
     clock = clock_from(None)
     ctx = RunContext(config, clock, current_owner(), dict(os.environ))
