@@ -7,6 +7,9 @@ misses, on an instance (JoinsLater.__getattr__) or on the class (LaterTables.__g
 imports these modules and sets Store's bases to all twelve tables in their order of old: its
 method resolution order is then exactly the one it had when it named them all, for every
 instance, those made before included. A lookup that still misses is an AttributeError as ever.
+
+Lazy imports: every table, inside join_later: the six above are what this module is for (the
+others are loaded already, imported there to name the bases in their order).
 """
 
 from __future__ import annotations
