@@ -79,7 +79,7 @@ OFF = ("typing", "ctypes", "importlib", "mdcron.run.overlap", "mdcron.hosts.repl
        "mdcron.run.pings", "mdcron.run.exit_time", "mdcron.run.stop", "mdcron.run.retention",
        "mdcron.state.outbox", "mdcron.state.incidents", "mdcron.state.heals",
        "mdcron.state.leases", "mdcron.state.hosts", "mdcron.state.metrics",
-       "mdcron.cli.actions", "mdcron.cli.audit")
+       "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url")
 loaded = []
 def hook(event, args):
     if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
@@ -99,7 +99,7 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     only the end of a run needs (overlap, pings, a stopped run, retention) loads after it,
     and so do the tables the store joins on first use (state/tables_later.py); the tick
     loads the commands' actions only for a timed pause that is over, and the audit of
-    commands not at all."""
+    commands not at all; this host's name is found without state_url.py's patterns."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),

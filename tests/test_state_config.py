@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mdcron.run.environment import task_environment
-from mdcron.settings.config import ConfigError, load_config
-from mdcron.settings.state_url import default_host, mask
+from mdcron.settings.config import ConfigError, host_like, load_config
+from mdcron.settings.state_url import HOST_LIKE, default_host, mask
 from mdcron.tasks.task import Task
 
 SECRET = "s3cr3t-pw"
@@ -22,6 +22,20 @@ def test_defaults_are_sqlite_this_host_and_30_seconds(home):
     assert config.state_url is None
     assert config.host_name == default_host()
     assert config.max_clock_skew == 30.0
+
+
+@pytest.mark.parametrize("nodename", [
+    "web-1.example.org", "WEB_2", "-_-edge-_-.lan", "..", "", "höst.local", "ö", "a" * 70,
+    "_a", "a-" * 40, "x.y.z", "db01-", "--",
+])
+def test_this_hosts_name_is_id_like_or_localhost(nodename):
+    """Issue 27: found without state_url.py's pattern, yet exactly what HOST_LIKE accepts
+    (else localhost), as the pattern decided it before."""
+    first = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-"
+                    for c in nodename.split(".")[0]).strip("-_")[:64]
+    expected = first if HOST_LIKE.fullmatch(first) else "localhost"
+    assert host_like(nodename) == expected
+    assert HOST_LIKE.fullmatch(host_like(nodename))
 
 
 def test_state_url_host_and_skew_are_read(home, monkeypatch):

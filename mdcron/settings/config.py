@@ -55,7 +55,7 @@ class Config:
     # issue 11: PostgreSQL state shared by several hosts; None = SQLite in state/mdcron.db.
     # Expanded (it may hold a password): kept out of repr, shown only through state_url.mask.
     state_url: str | None = field(default=None, repr=False)
-    host: str = ""  # this host's name in runs rows; "" = state_url.default_host()
+    host: str = ""  # this host's name in runs rows; "" = default_host()
     max_clock_skew: float = 30.0  # seconds a host's clock may be off the database's (issue 11)
     lease_seconds: float = 90.0  # a run's lease across hosts, renewed every third (lease.py)
     # issue 21: the account shell/script tasks run as when they name none (run/identity.py)
@@ -97,8 +97,6 @@ class Config:
     def host_name(self) -> str:
         if self.host:
             return self.host
-        from .state_url import default_host  # lazy: state_url, only once a store opens
-
         return default_host()
 
     @property
@@ -362,3 +360,18 @@ def _state(path: Path, data: dict, values: dict[str, object],
         except DurationError as exc:
             errors.append(Problem(path, str(exc), key="lease_seconds"))
     return errors
+
+
+def default_host() -> str:
+    """The machine's host name, first label, made id-like (dots and odd characters -> '-')."""
+    return host_like(os.uname().nodename)  # gethostname's answer, without socket (~3 ms)
+
+
+def host_like(nodename: str) -> str:
+    """Pure: `nodename`'s first label as a host id (state_url.HOST_LIKE), else "localhost".
+    Made so without a pattern (issue 27: state_url.py and its patterns load only for a shared
+    state or a `host:`): what is left after the cleaning is ASCII letters, digits, '-' and
+    '_', starting with a letter or digit, at most 64 long: HOST_LIKE, unless it is empty."""
+    name = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-"
+                   for c in nodename.split(".")[0]).strip("-_")[:64]
+    return name or "localhost"

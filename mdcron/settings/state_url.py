@@ -6,12 +6,12 @@ message built from a URL goes through `mask`, and the Config keeps the URL out o
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 from ..core.envref import ENV_REF
+from .config import default_host as default_host  # its home before issue 27
 
 SCHEMES = ("postgresql", "postgres")
 ENV_NAME = "MDCRON_STATE_URL"
@@ -103,14 +103,6 @@ def _raw_in_userinfo(url: str) -> str | None:
     if at >= 0 and ":" in authority and not port.isdigit() and "=" not in rest[end:at]:
         return f"'{rest[end]}'"
     return None
-
-
-def default_host() -> str:
-    """The machine's host name, first label, made id-like (dots and odd characters -> '-')."""
-    name = os.uname().nodename.split(".")[0]  # gethostname's answer, without socket (~3 ms)
-    name = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-"  # no pattern
-                   for c in name).strip("-_")[:64]  # compiled for one call a tick
-    return name if HOST_LIKE.fullmatch(name or "") else "localhost"
 
 
 def check_host(value: object) -> str:
