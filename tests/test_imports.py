@@ -77,8 +77,6 @@ SPAWN_PROBE = """
 import sys
 OFF = ("typing", "ctypes", "importlib", "mdcron.run.overlap", "mdcron.hosts.replace_marks",
        "mdcron.run.pings", "mdcron.run.exit_time", "mdcron.run.stop", "mdcron.run.retention",
-       "mdcron.state.outbox", "mdcron.state.incidents", "mdcron.state.heals",
-       "mdcron.state.leases", "mdcron.state.hosts", "mdcron.state.metrics",
        "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url")
 loaded = []
 def hook(event, args):
@@ -96,9 +94,8 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     its task starts import it under TYPE_CHECKING only (a protocol is a plain class at run
     time); prctl is called through _ctypes, without the ctypes package (~1.5 ms); the package
     check finds modules with the interpreter's own PathFinder (no importlib, warnings); what
-    only the end of a run needs (overlap, pings, a stopped run, retention) loads after it,
-    and so do the tables the store joins on first use (state/tables_later.py); the tick
-    loads the commands' actions only for a timed pause that is over, and the audit of
+    only the end of a run needs (overlap, pings, a stopped run, retention) loads after it;
+    the tick loads the commands' actions only for a timed pause that is over, and the audit of
     commands not at all; this host's name is found without state_url.py's patterns."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
@@ -107,61 +104,3 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
                              capture_output=True, text=True)
         age_cache(home)  # files as old as cron's: the next tick trusts its cache
     assert "BEFORE THE TASK [[]]" in out.stdout, out.stdout + out.stderr
-
-
-JOIN_PROBE = """
-import sys
-from mdcron.state.store import Store
-made = Store(__import__("pathlib").Path(sys.argv[1]))  # before the later tables joined
-print("BEFORE", "mdcron.state.outbox" in sys.modules, len(Store.__mro__))
-with made:
-    print("WAITING", made.outbox_waiting())  # an outbox operation joins them
-print("AFTER", [k.__name__ for k in Store.__mro__])
-try:
-    made.no_such_operation
-except AttributeError as exc:
-    print("MISSING", exc)
-"""
-
-
-def test_store_joins_its_later_tables_on_first_use(tmp_path):
-    """Issue 27 (state/tables_later.py): outbox, incidents, heals, leases, hosts and metrics
-    load on the store's first use of one of them, by a store made before too, and the store's
-    method resolution order is then the one it had when it named every table."""
-    db = tmp_path / "state" / "mdcron.db"
-    db.parent.mkdir()
-    out = subprocess.run([sys.executable, "-c", JOIN_PROBE, str(db)], cwd=REPO,
-                         capture_output=True, text=True)
-    assert "BEFORE False" in out.stdout, out.stdout + out.stderr
-    assert "WAITING False" in out.stdout, out.stdout + out.stderr
-    order = ["Store", "TaskStateTable", "RunsTable", "MetaTable", "OutboxTable",
-             "IncidentsTable", "CommentsTable", "HealsTable", "LeasesTable", "HostsTable",
-             "ClockBackTable", "AuditTable", "MetricsTable", "Tables", "JoinsLater", "object"]
-    assert f"AFTER {order}" in out.stdout, out.stdout + out.stderr
-    assert "MISSING 'Store' object has no attribute 'no_such_operation'" in out.stdout, (
-        out.stdout + out.stderr)
-
-
-RACE_PROBE = """
-import threading
-from mdcron.state.store import Store
-names = ["outbox_waiting", "open_or_bump_incident", "metric_rows", "take_lease"] * 4
-start, got = threading.Barrier(len(names)), []
-def look(name):
-    start.wait()
-    got.append(callable(getattr(Store, name, None)))
-threads = [threading.Thread(target=look, args=(n,)) for n in names]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-print("FOUND", got.count(True), "OF", len(got))
-"""
-
-
-def test_threads_that_miss_at_once_all_find_the_later_tables():
-    """A thread whose lookup missed while another joined the tables looks again (a tick's
-    workers end their runs at once: the first to write an incident joins them)."""
-    out = subprocess.run([sys.executable, "-c", RACE_PROBE], cwd=REPO,
-                         capture_output=True, text=True)
-    assert "FOUND 16 OF 16" in out.stdout, out.stdout + out.stderr

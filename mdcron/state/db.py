@@ -12,11 +12,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class FencedOff(Exception):
-    """A write by a holder whose lease was taken over: refused, nothing changed (leases.py's
-    check_fence; here so that a tick catches it without loading the leases table)."""
-
-
 class Tables:
     """The base of the table mixins; store.Store provides the real members."""
 

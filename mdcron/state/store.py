@@ -31,26 +31,17 @@ from ..core.outcome import Outcome, RunResult
 from .audit import AuditTable
 from .clockback import ClockBackTable
 from .comments import CommentsTable
-from .db import FencedOff
+from .heals import HealsTable
+from .hosts import HostsTable
+from .incidents import IncidentsTable
+from .leases import FencedOff, LeasesTable, check_fence
 from .meta import MetaTable, put_metas
+from .metrics import MetricsTable
+from .outbox import OutboxTable
 from .runs import Owner, RunsTable
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .tables_later import JoinsLater, LaterTables
 from .task_state import StateRow, TaskState, TaskStateTable, state_rows
 from .trouble import LOCK_BUDGET, Locked, describe, is_busy, is_trouble
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # what the type checker sees: the tables Store joins on first use
-    from .heals import HealsTable
-    from .hosts import HostsTable
-    from .incidents import IncidentsTable
-    from .leases import LeasesTable
-    from .metrics import MetricsTable
-    from .outbox import OutboxTable
-
-    class JoinsLater(OutboxTable, IncidentsTable, HealsTable, LeasesTable,  # type: ignore[no-redef]
-                     HostsTable, MetricsTable):
-        pass
 
 __all__ = ["SCHEMA_VERSION", "Owner", "Store", "StoreError", "TaskState", "last_tick",
            "state_store"]
@@ -93,12 +84,11 @@ def lost_in_tick(exc: BaseException) -> StoreError:
                       " state/spool.jsonl and the next tick records them")
 
 
-class Store(TaskStateTable, RunsTable, MetaTable, CommentsTable, ClockBackTable, AuditTable,
-            JoinsLater, metaclass=LaterTables):
+class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
+            HealsTable, LeasesTable, HostsTable, ClockBackTable, AuditTable,
+            MetricsTable):  # issue 26: the figures of /metrics and metrics_file
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
-    migrations; every table's operations come from mdcron/state/ (protocol.State lists them).
-    Outbox, incidents, heals, leases, hosts and metrics (issue 26: the figures of /metrics
-    and metrics_file) join on first use (tables_later.py, issue 27)."""
+    migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
 
     def __init__(self, path: Path, url: str | None = None, host: str | None = None):
         """`path`: the SQLite file; `url`: a postgresql:// URL, used instead when given;
@@ -155,9 +145,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, CommentsTable, ClockBackTable,
                 raise
             try:
                 if self.fence is not None:  # issue 11: a holder whose lease was taken over
-                    from .leases import check_fence  # lazy: a shared state's leases only
-
-                    check_fence(db, *self.fence)  # writes nothing (FencedOff)
+                    check_fence(db, *self.fence)  # writes nothing (leases.FencedOff)
                 yield db
             except BaseException:
                 db.execute("ROLLBACK")
