@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
 REWARM_S = 0.3  # Ahead.rewarm: this long before the minute, if the go has not come
+KEEP_AHEAD_S = 0.2  # and the cgroup joins kept quick from then until this long past it
 
 
 def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
@@ -89,6 +90,10 @@ class Ahead:
         system's caches are fresh for it (issue 27: on a sandboxed kernel, gVisor here, file
         attributes seconds old are fetched anew: the go's stat of 1,100 files took 10-16 ms
         after the 5 s wait, 5.5 ms right after a read)."""
+        if self.view is not None:  # warmed: runs start at the go
+            from ..run.cgroup_keep import keep_joins_quick  # lazy: as warm_up
+
+            keep_joins_quick(REWARM_S + KEEP_AHEAD_S)
         try:
             fastpath.scan(self.folder)
         except OSError:
