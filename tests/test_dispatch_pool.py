@@ -11,7 +11,14 @@ import time
 
 from mdcron.core.clock import Clock, to_dt
 from mdcron.run.attempt import RunContext, current_owner
-from mdcron.run.dispatch import SWITCH_S, WorkerStores, lend_stores, run_all
+from mdcron.run.dispatch import (
+    SWITCH_S,
+    WorkerStores,
+    lend_pool,
+    lend_stores,
+    run_all,
+    take_pool,
+)
 from mdcron.run.locks import lock_path, read_info
 from mdcron.settings.config import load_config
 from mdcron.state.store import state_store
@@ -140,3 +147,41 @@ def test_connections_lent_ahead_are_taken_first_and_the_rest_closed_with_the_poo
     assert stranger._db is None  # another home's: closed, not used
     stores.close()
     assert all(s._db is None for s in (*lent, taken["third"]))
+
+
+def pool_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("task_")}
+
+
+def test_a_pool_lent_ahead_runs_the_ladders_on_threads_started_before(home, write_task):
+    """Issue 27: the held tick starts its pool's threads before the minute (cli/warm.py);
+    at the go the runs go to them, no thread is started then. A pool of another size is
+    not used (shut down), and a new one is made."""
+    (home / "scheduler.yaml").write_text("max_parallel: 3\n", encoding="utf-8")
+    ids = ["a", "b", "c", "d"]
+    for task_id in ids:
+        write_task(task_id, command="true")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks], NOW, owner)
+    before = pool_threads()
+    lend_pool(3)
+    lent = pool_threads() - before
+    assert len(lent) == 3  # started now, idle until the runs come
+    ran_on: set[threading.Thread] = set()
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    outcomes = run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks], print, None,
+                       on_end=lambda _: ran_on.add(threading.current_thread()))
+    assert [o.final.ok for o in outcomes] == [True] * 4
+    assert ran_on and ran_on <= lent
+    for thread in lent:
+        thread.join(timeout=5.0)  # shut down with its run_all
+    lend_pool(2)
+    other = pool_threads() - before
+    with take_pool(3) as pool:  # not the size lent: a new pool, the lent one shut down
+        assert pool.submit(threading.current_thread).result(5) not in other
+    for thread in other:
+        thread.join(timeout=5.0)
+        assert not thread.is_alive()

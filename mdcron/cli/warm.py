@@ -120,6 +120,10 @@ class Ahead:
             opened = open_ahead(config, self.boundary)
             if opened is not None and due > 1 and config.max_parallel > 1:
                 spare = open_spares(config, min(due, config.max_parallel), opened[1])
+        if due > 1 and config.max_parallel > 1:  # the pool's threads, started now
+            from ..run.dispatch import lend_pool  # lazy: as warm_up
+
+            lend_pool(min(due, config.max_parallel))
         gc.collect()  # what was loaded ahead lives as long as the tick: the collector never
         gc.freeze()  # walks it again (a full pass over it cost the minute ~5-10 ms)
         held = self.wait()

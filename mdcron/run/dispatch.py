@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from ..core.outcome import Outcome, RunResult
 from ..core.records import dataclass, replace
@@ -29,6 +30,9 @@ from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
 from .start_order import StartOrder
 from .waits import Gate
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 # Issue 27, while a pool starts its first round of processes (FIRST_ROUND_WAIT at most): the
 # GIL is handed over within SWITCH_S (a worker back from its start, its join, its row waited
@@ -91,13 +95,11 @@ def run_all(
 
     if workers == 1:
         return [one(item) for item in to_run]
-    from concurrent.futures import ThreadPoolExecutor
-
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_S))
     keep_joins_quick(KEEP_S)
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
+        with take_pool(workers) as pool:
             outcomes = pool.map(one, to_run)
             order.round.wait(FIRST_ROUND_WAIT)  # not on the GIL while the first ones start
             sys.setswitchinterval(interval)  # later: quick hand-overs cost more than they gain
@@ -113,6 +115,39 @@ def run_all(
 
 
 _LENT: list[Store] = []  # lend_stores: connections opened ahead, for the next pool's workers
+_POOLS: list[tuple[int, ThreadPoolExecutor]] = []  # lend_pool: (workers, its threads started)
+READY_WAIT = 5.0  # lend_pool: how long its threads may take to start, at most
+
+
+def lend_pool(workers: int) -> None:
+    """Issue 27, the daemon's held tick (cli/warm.py): a pool whose `workers` threads are
+    started before its minute, for the next run_all of that many workers to take (at the go,
+    the tick started its 8 threads one by one while the first worker made its way to its
+    process, each start taking the GIL from it). The threads wait idle until then."""
+    from concurrent.futures import ThreadPoolExecutor  # lazy: as run_all's
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task")
+    ready = threading.Barrier(workers + 1)  # each thread busy until all started: one each
+    for _ in range(workers):
+        pool.submit(ready.wait, READY_WAIT)
+    try:
+        ready.wait(READY_WAIT)
+    except threading.BrokenBarrierError:
+        pass  # slow to start: it is lent all the same, its threads start as it is used
+    _POOLS.append((workers, pool))
+
+
+def take_pool(workers: int) -> ThreadPoolExecutor:
+    """The pool lent for `workers` workers (lend_pool), else a new one; a lent pool of
+    another size is shut down."""
+    from concurrent.futures import ThreadPoolExecutor  # lazy: only a tick with a pool
+
+    while _POOLS:
+        size, pool = _POOLS.pop()
+        if size == workers:
+            return pool
+        pool.shutdown(wait=False)
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task")
 
 
 def lend_stores(stores: list[Store]) -> None:
