@@ -14,6 +14,7 @@ from mdcron.run.attempt import RunContext, current_owner
 from mdcron.run.dispatch import (
     SWITCH_S,
     WorkerStores,
+    drain_into,
     lend_pool,
     lend_stores,
     run_all,
@@ -185,3 +186,48 @@ def test_a_pool_lent_ahead_runs_the_ladders_on_threads_started_before(home, writ
     for thread in other:
         thread.join(timeout=5.0)
         assert not thread.is_alive()
+
+
+def test_the_workers_take_the_runs_in_order_and_each_outcome_keeps_its_place():
+    """Issue 27 (drain_into): one job per worker, not one Future per run; the outcomes come
+    back in the runs' order whoever ran them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    taken: list[int] = []
+
+    def one(item):
+        taken.append(item)
+        time.sleep(0.01 * (item % 3))
+        return item * 10, threading.current_thread().name
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes, jobs = drain_into(pool, 3, one, list(range(12)))
+        for job in jobs:
+            job.result()
+    assert [o[0] for o in outcomes] == [k * 10 for k in range(12)]
+    assert len({o[1] for o in outcomes}) <= 3
+    assert sorted(taken) == list(range(12)) and taken[:3] == sorted(taken[:3])
+
+
+def test_a_workers_error_stops_the_others_taking_more_runs_and_is_raised():
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran: list[int] = []
+
+    def one(item):
+        ran.append(item)
+        if item == 2:
+            raise RuntimeError("the database refused")
+        time.sleep(0.1)
+        return item
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        _, jobs = drain_into(pool, 2, one, list(range(20)))
+        errors = []
+        for job in jobs:
+            try:
+                job.result()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+    assert errors == ["the database refused"]
+    assert sorted(ran)[:3] == [0, 1, 2] and len(ran) <= 4  # nobody took much more after it

@@ -32,7 +32,9 @@ from .start_order import StartOrder
 from .waits import Gate
 
 if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+_Item = tuple[Task, int]  # a claimed run: its task and run id
 
 # Issue 27, while a pool starts its first round of processes (FIRST_ROUND_WAIT at most): the
 # GIL is handed over within SWITCH_S (a worker back from its start, its join, its row waited
@@ -100,7 +102,7 @@ def run_all(
     keep_joins_quick(KEEP_S)
     try:
         with take_pool(workers) as pool:
-            outcomes = pool.map(one, to_run)
+            outcomes, drains = drain_into(pool, workers, one, to_run)
             order.round.wait(FIRST_ROUND_WAIT)  # not on the GIL while the first ones start
             sys.setswitchinterval(interval)  # later: quick hand-overs cost more than they gain
             if meanwhile is not None:
@@ -108,10 +110,37 @@ def run_all(
                     meanwhile()
                 except Exception:  # an optimisation only: its work is done again after the runs
                     pass
-            return list(outcomes)
+            for drain in drains:
+                drain.result()  # a worker's error (the database refused) is the tick's
+            return outcomes  # type: ignore[return-value]  # each one filled by its worker
     finally:
         sys.setswitchinterval(interval)
         workers_own.close()  # type: ignore[union-attr]
+
+
+def drain_into(pool: ThreadPoolExecutor, workers: int, one: Callable[[_Item], LadderOutcome],
+               items: list[_Item]) -> tuple[list[LadderOutcome | None], list[Future[None]]]:
+    """Issue 27: `workers` jobs on the pool, each taking the next item until none is left
+    (one next() on a shared iterator: atomic under the GIL), its outcome put at the item's
+    place; not one Future per item, submitted by this thread while the first workers start
+    their processes (pool.map: 100 of them, ~1 ms on the GIL). A worker's error stops every
+    worker taking another item (the runs started end as they do), and is raised by
+    its job's result()."""
+    outcomes: list[LadderOutcome | None] = [None] * len(items)
+    shared = iter(enumerate(items))
+    failed: list[BaseException] = []
+
+    def drain() -> None:
+        for k, item in shared:
+            if failed:
+                return
+            try:
+                outcomes[k] = one(item)
+            except BaseException as exc:
+                failed.append(exc)
+                raise
+
+    return outcomes, [pool.submit(drain) for _ in range(workers)]
 
 
 _LENT: list[Store] = []  # lend_stores: connections opened ahead, for the next pool's workers
