@@ -121,3 +121,29 @@ def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
             ahead.view.close()
         if ahead.store is not None:
             ahead.store.close()
+
+
+def test_a_tasks_folder_gone_by_the_boundary_hands_the_minute_to_a_fresh_tick(home,
+                                                                               write_task):
+    """The folder's scan fails at the checks: the held tick refuses (EX_STALE: the daemon
+    starts a fresh tick, which says what is wrong as a cold one does), never a traceback."""
+    write_task("a", command="true")
+    config, _ = load_config(home)
+    boundary = time.time() + 0.6
+    ahead, write_end = held(home, boundary, own_clock=True)
+
+    def remove_then_go() -> None:
+        time.sleep(max(0.0, boundary - 0.2 - time.time()))
+        (home / "tasks").rename(home / "gone")
+        time.sleep(max(0.0, boundary + 0.1 - time.time()))
+        os.write(write_end, b"g")
+        os.close(write_end)
+
+    mover = threading.Thread(target=remove_then_go)
+    mover.start()
+    try:
+        assert ahead.warm_and_wait(config, keys.config_text(str(home))) == EX_STALE
+        assert ahead.view is None and ahead.store is None  # closed, nothing kept
+    finally:
+        gc.unfreeze()
+        mover.join(5)

@@ -155,7 +155,10 @@ class Ahead:
             at_the_go()
             if keys.config_text(self.home) != config_text:
                 return EX_STALE
-            view.refresh()
+            try:
+                view.refresh()
+            except OSError:  # the tasks folder gone or unreadable: a fresh tick says so, as
+                return EX_STALE  # a cold one does (made at the boundary, never a traceback)
             return None
 
         held = self.wait(checks)
