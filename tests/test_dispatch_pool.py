@@ -22,7 +22,7 @@ from mdcron.run.dispatch import (
 )
 from mdcron.run.locks import lock_path, read_info
 from mdcron.settings.config import load_config
-from mdcron.state.store import state_store
+from mdcron.state.store import StoreError, state_store
 from mdcron.tasks.taskfile import load_task_file
 
 NOW = 1_800_000_000.0
@@ -231,3 +231,72 @@ def test_a_workers_error_stops_the_others_taking_more_runs_and_is_raised():
                 errors.append(str(exc))
     assert errors == ["the database refused"]
     assert sorted(ran)[:3] == [0, 1, 2] and len(ran) <= 4  # nobody took much more after it
+
+
+def test_the_runs_past_the_first_round_are_claimed_once_the_first_process_runs(
+        home, write_task):
+    """Issue 27: the tick claims the first round's runs, and run_all claims the others (its
+    `more`) once the first process has started, in its own thread; each run starts only
+    once its claim is committed, and the outcomes keep the order: first round, then the
+    others."""
+    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
+    ids = ["a", "b", "c", "d", "e"]
+    for task_id in ids:
+        write_task(task_id, command="true")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[:2]], NOW, owner)
+    seen: dict[str, object] = {}
+
+    def claim_rest():
+        seen["thread"] = threading.current_thread()
+        seen["groups"] = [info.pgid if (info := read_info(lock_path(config.locks_dir, i)))
+                          else None for i in ids]
+        with state_store(config) as store:
+            seen["rows before"] = len(store.history(20, None))
+            more = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[2:]], NOW,
+                                     owner)
+        return [(t, more[(t.id, NOW)]) for t in tasks[2:]]
+
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    outcomes = run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks[:2]], print, None,
+                       more=(tasks[2:], claim_rest))
+    assert [o.task.id for o in outcomes] == ids and all(o.final.ok for o in outcomes)
+    assert seen["thread"] is threading.current_thread()
+    assert any(seen["groups"][:2]) and not any(seen["groups"][2:])  # a first one ran, no other
+    assert seen["rows before"] == 2
+    with state_store(config) as store:
+        rows = store.history(20, None)
+    assert sorted(r["task_id"] for r in rows) == ids
+    assert {r["status"] for r in rows} == {"success"}
+
+
+def test_a_claim_of_the_later_runs_that_fails_lets_the_first_round_end_and_is_raised(
+        home, write_task):
+    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
+    ids = ["a", "b", "c"]
+    for task_id in ids:
+        write_task(task_id, command="sleep 0.2")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[:2]], NOW, owner)
+
+    def claim_rest():
+        raise StoreError("the database refused")
+
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    try:
+        run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks[:2]], print, None,
+                more=(tasks[2:], claim_rest))
+    except StoreError as exc:
+        assert str(exc) == "the database refused"
+    else:
+        raise AssertionError("the claim's error was not raised")
+    with state_store(config) as store:
+        rows = store.history(20, None)
+    assert sorted(r["task_id"] for r in rows) == ["a", "b"]  # ended, recorded; c never ran
+    assert {r["status"] for r in rows} == {"success"}
