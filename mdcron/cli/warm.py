@@ -143,6 +143,10 @@ class Ahead:
             opened = open_ahead(config, self.boundary)
             if opened is not None and due > 1 and config.max_parallel > 1:
                 spare = open_spares(config, min(due, config.max_parallel), opened[1])
+        if due:  # the environment the runs start with, its secrets left out (the same at the
+            from ..run.environment import filter_ahead  # go: run_tick's copy) lazy: as warm_up
+
+            filter_ahead(dict(os.environ), config.secret_names())
         if due > 1 and config.max_parallel > 1:  # the pool's threads, started now
             from ..run.dispatch import lend_pool  # lazy: as warm_up
 
@@ -198,12 +202,14 @@ def warm_up() -> None:
     from ..core import cron  # lazy: as above
     from ..hosts import lease  # noqa: F401  # lazy: as above (each run's ladder asks it)
     from ..run import resource_runs, tick, ticklog  # noqa: F401  # lazy: as above
+    from ..run.attempt import current_owner  # lazy: as above
     from ..run.proctree import prune_once  # lazy: as above
     from ..schedule import cache, chains, once_per  # noqa: F401  # lazy: as above
     from ..tasks import taskfile  # noqa: F401  # lazy: as above
     from . import actions  # noqa: F401  # lazy: as above
 
     cron._load_croniter()  # the reasons said after the runs start step croniter
+    current_owner()  # the claims' owner (this process: its start time, the boot), read now
     prune_once()  # the runs' cgroup base found and swept of leftovers before the minute
 
 
