@@ -189,6 +189,12 @@ def main() -> None:
               f"{statistics.median(r[1] for r in rows):.1f} ms (min {min(r[1] for r in rows):.1f}),"
               f" CPU median {statistics.median(r[2] for r in rows):.0f} ms (from the start, warm-up"
               " included)")
+    for tree in trees[1:]:  # each run against its pair's run of the first tree
+        pairs = list(zip(results[trees[0]], results[tree], strict=True))
+        print(f"{tree} - {trees[0]}, paired: first "
+              f"{statistics.median(b[0] - a[0] for a, b in pairs):+.1f} ms, last "
+              f"{statistics.median(b[1] - a[1] for a, b in pairs):+.1f} ms (medians of the"
+              f" {len(pairs)} differences)")
     print(f"minutes used up to {minute} (reuse with --home HOME --start {minute})")
 
 

@@ -157,3 +157,31 @@ def test_the_keeper_starts_before_the_tick_loads_its_modules(home, write_task):
     out = subprocess.run([sys.executable, "-c", ORDER_PROBE, str(home),
                           "2026-11-23T10:00:00+00:00"], cwd=REPO, capture_output=True, text=True)
     assert "ORDER ['keep', 'tick']" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_warmed_tick_keeps_the_joins_quick_from_its_rewarm(home, write_task):
+    """Issue 27: kept from the go only, the keeper's first move (the kernel's wait, ~10 ms,
+    the cgroup lock held meanwhile) held up the first run's cgroup mkdir and its spawn; a
+    held tick with work ahead starts it at the rewarm, 0.3 s before the minute. One with
+    nothing ahead (no view loaded) keeps no thread for it."""
+    from mdcron.schedule.cache import load
+    from mdcron.settings.config import load_config
+
+    needs_cgroup()
+    write_task("job", schedule="* * * * *", command="true")
+    read_end, write_end = os.pipe()
+    try:
+        ahead = warm.Ahead(str(home), read_end, at=time.time() + 60)
+        before = keepers()
+        ahead.rewarm()
+        assert keepers() == before  # idle ahead: nothing to keep
+        config, _ = load_config(home)
+        ahead.view = load(config)  # what warm_and_wait loads for a minute with work
+        ahead.rewarm()
+        (thread,) = keepers() - before
+        thread.join(timeout=5.0)  # kept past the minute's start, not for long
+        assert not thread.is_alive()
+    finally:
+        os.close(read_end), os.close(write_end)
+        if ahead.view is not None:
+            ahead.view.close()

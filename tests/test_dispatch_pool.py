@@ -11,10 +11,18 @@ import time
 
 from mdcron.core.clock import Clock, to_dt
 from mdcron.run.attempt import RunContext, current_owner
-from mdcron.run.dispatch import SWITCH_S, WorkerStores, lend_stores, run_all
+from mdcron.run.dispatch import (
+    SWITCH_S,
+    WorkerStores,
+    drain_into,
+    lend_pool,
+    lend_stores,
+    run_all,
+    take_pool,
+)
 from mdcron.run.locks import lock_path, read_info
 from mdcron.settings.config import load_config
-from mdcron.state.store import state_store
+from mdcron.state.store import StoreError, state_store
 from mdcron.tasks.taskfile import load_task_file
 
 NOW = 1_800_000_000.0
@@ -140,3 +148,155 @@ def test_connections_lent_ahead_are_taken_first_and_the_rest_closed_with_the_poo
     assert stranger._db is None  # another home's: closed, not used
     stores.close()
     assert all(s._db is None for s in (*lent, taken["third"]))
+
+
+def pool_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("task_")}
+
+
+def test_a_pool_lent_ahead_runs_the_ladders_on_threads_started_before(home, write_task):
+    """Issue 27: the held tick starts its pool's threads before the minute (cli/warm.py);
+    at the go the runs go to them, no thread is started then. A pool of another size is
+    not used (shut down), and a new one is made."""
+    (home / "scheduler.yaml").write_text("max_parallel: 3\n", encoding="utf-8")
+    ids = ["a", "b", "c", "d"]
+    for task_id in ids:
+        write_task(task_id, command="true")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks], NOW, owner)
+    before = pool_threads()
+    lend_pool(3)
+    lent = pool_threads() - before
+    assert len(lent) == 3  # started now, idle until the runs come
+    ran_on: set[threading.Thread] = set()
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    outcomes = run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks], print, None,
+                       on_end=lambda _: ran_on.add(threading.current_thread()))
+    assert [o.final.ok for o in outcomes] == [True] * 4
+    assert ran_on and ran_on <= lent
+    for thread in lent:
+        thread.join(timeout=5.0)  # shut down with its run_all
+    lend_pool(2)
+    other = pool_threads() - before
+    with take_pool(3) as pool:  # not the size lent: a new pool, the lent one shut down
+        assert pool.submit(threading.current_thread).result(5) not in other
+    for thread in other:
+        thread.join(timeout=5.0)
+        assert not thread.is_alive()
+
+
+def test_the_workers_take_the_runs_in_order_and_each_outcome_keeps_its_place():
+    """Issue 27 (drain_into): one job per worker, not one Future per run; the outcomes come
+    back in the runs' order whoever ran them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    taken: list[int] = []
+
+    def one(item):
+        taken.append(item)
+        time.sleep(0.01 * (item % 3))
+        return item * 10, threading.current_thread().name
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outcomes, jobs = drain_into(pool, 3, one, list(range(12)))
+        for job in jobs:
+            job.result()
+    assert [o[0] for o in outcomes] == [k * 10 for k in range(12)]
+    assert len({o[1] for o in outcomes}) <= 3
+    assert sorted(taken) == list(range(12)) and taken[:3] == sorted(taken[:3])
+
+
+def test_a_workers_error_stops_the_others_taking_more_runs_and_is_raised():
+    from concurrent.futures import ThreadPoolExecutor
+
+    ran: list[int] = []
+
+    def one(item):
+        ran.append(item)
+        if item == 2:
+            raise RuntimeError("the database refused")
+        time.sleep(0.1)
+        return item
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        _, jobs = drain_into(pool, 2, one, list(range(20)))
+        errors = []
+        for job in jobs:
+            try:
+                job.result()
+            except RuntimeError as exc:
+                errors.append(str(exc))
+    assert errors == ["the database refused"]
+    assert sorted(ran)[:3] == [0, 1, 2] and len(ran) <= 4  # nobody took much more after it
+
+
+def test_the_runs_past_the_first_round_are_claimed_once_the_first_process_runs(
+        home, write_task):
+    """Issue 27: the tick claims the first round's runs, and run_all claims the others (its
+    `more`) once the first process has started, in its own thread; each run starts only
+    once its claim is committed, and the outcomes keep the order: first round, then the
+    others."""
+    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
+    ids = ["a", "b", "c", "d", "e"]
+    for task_id in ids:
+        write_task(task_id, command="true")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[:2]], NOW, owner)
+    seen: dict[str, object] = {}
+
+    def claim_rest():
+        seen["thread"] = threading.current_thread()
+        seen["groups"] = [info.pgid if (info := read_info(lock_path(config.locks_dir, i)))
+                          else None for i in ids]
+        with state_store(config) as store:
+            seen["rows before"] = len(store.history(20, None))
+            more = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[2:]], NOW,
+                                     owner)
+        return [(t, more[(t.id, NOW)]) for t in tasks[2:]]
+
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    outcomes = run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks[:2]], print, None,
+                       more=(tasks[2:], claim_rest))
+    assert [o.task.id for o in outcomes] == ids and all(o.final.ok for o in outcomes)
+    assert seen["thread"] is threading.current_thread()
+    assert any(seen["groups"][:2]) and not any(seen["groups"][2:])  # a first one ran, no other
+    assert seen["rows before"] == 2
+    with state_store(config) as store:
+        rows = store.history(20, None)
+    assert sorted(r["task_id"] for r in rows) == ids
+    assert {r["status"] for r in rows} == {"success"}
+
+
+def test_a_claim_of_the_later_runs_that_fails_lets_the_first_round_end_and_is_raised(
+        home, write_task):
+    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
+    ids = ["a", "b", "c"]
+    for task_id in ids:
+        write_task(task_id, command="sleep 0.2")
+    config, _ = load_config(home)
+    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    owner = current_owner()
+    with state_store(config) as store:
+        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[:2]], NOW, owner)
+
+    def claim_rest():
+        raise StoreError("the database refused")
+
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    try:
+        run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks[:2]], print, None,
+                more=(tasks[2:], claim_rest))
+    except StoreError as exc:
+        assert str(exc) == "the database refused"
+    else:
+        raise AssertionError("the claim's error was not raised")
+    with state_store(config) as store:
+        rows = store.history(20, None)
+    assert sorted(r["task_id"] for r in rows) == ["a", "b"]  # ended, recorded; c never ran
+    assert {r["status"] for r in rows} == {"success"}

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 EX_STALE = 75  # EX_TEMPFAIL: the held tick did nothing; the daemon starts a fresh one
 REWARM_S = 0.3  # Ahead.rewarm: this long before the minute, if the go has not come
+SPIN_S = 0.002  # the boundary's last moments waited awake (a timed wake-up came ~0.3 ms late)
+RECHECK_S = 1.0  # checks made at the boundary hold for a go this late at most (Ahead.wait)
+KEEP_AHEAD_S = 0.2  # and the cgroup joins kept quick from then until this long past it
 
 
 def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
@@ -61,9 +64,13 @@ def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
 class Ahead:
     """The held tick's two waits: light (the minute ahead is idle) or warmed (it has work)."""
 
-    def __init__(self, home: str, fd: int, at: float | None = None) -> None:
-        """`at`: the instant the tick will run at (its --now), else the next minute."""
+    def __init__(self, home: str, fd: int, at: float | None = None,
+                 own_clock: bool | None = None) -> None:
+        """`at`: the instant the tick will run at (its --now), else the next minute.
+        `own_clock`: the go's checks are made at that instant by this process's clock (wait);
+        by default when it is the next minute (the daemon's tick; a --now is no real instant)."""
         self.home, self.fd = home, fd
+        self.own_clock = at is None if own_clock is None else own_clock
         self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
         self.store: Store | None = None  # warm_and_wait: the state database, opened ahead
         self.code = keys.code_fingerprint()
@@ -76,19 +83,40 @@ class Ahead:
             self.idle = False
         fastpath.drop_scan()  # taken before the wait: the tick at the minute stats anew
 
-    def wait(self) -> int | None:
-        """Block until the go; None to run now, EX_STALE when dropped or the code changed."""
-        if not _wait(self.fd, self.boundary - REWARM_S, self.rewarm) or (
-                keys.code_fingerprint() != self.code):
+    def wait(self, checks: Callable[[], int | None] | None = None) -> int | None:
+        """Block until the go; None to run now, EX_STALE when dropped or the checks refuse:
+        the code changed, or `checks` (warm_and_wait's: the config, the files) said so. They
+        are made once the minute has come: with own_clock (the daemon's tick) at its boundary
+        by this process's clock, while the daemon's go is on its way (issue 27: its delivery
+        was ~1.3 ms of the first task's start), and again after the go if it came more than
+        RECHECK_S later; else after the go."""
+        made: list[tuple[float, int | None]] = []
+
+        def at_boundary() -> None:
+            made.append((time.monotonic(), self._check(checks)))
+
+        if not _wait(self.fd, self.boundary - REWARM_S, self.rewarm,
+                     self.boundary if self.own_clock else None, at_boundary):
+            return EX_STALE
+        if made and time.monotonic() - made[0][0] <= RECHECK_S:
+            return made[0][1]
+        return self._check(checks)
+
+    def _check(self, checks: Callable[[], int | None] | None) -> int | None:
+        if keys.code_fingerprint() != self.code:
             return EX_STALE
         keys.pin_code(self.code)  # just compared: the cache key needs it again
-        return None
+        return checks() if checks is not None else None
 
     def rewarm(self) -> None:
         """Just before the minute, read again what the go will check: nothing is kept, but the
         system's caches are fresh for it (issue 27: on a sandboxed kernel, gVisor here, file
         attributes seconds old are fetched anew: the go's stat of 1,100 files took 10-16 ms
         after the 5 s wait, 5.5 ms right after a read)."""
+        if self.view is not None:  # warmed: runs start at the go
+            from ..run.cgroup_keep import keep_joins_quick  # lazy: as warm_up
+
+            keep_joins_quick(REWARM_S + KEEP_AHEAD_S)
         try:
             fastpath.scan(self.folder)
         except OSError:
@@ -115,13 +143,29 @@ class Ahead:
             opened = open_ahead(config, self.boundary)
             if opened is not None and due > 1 and config.max_parallel > 1:
                 spare = open_spares(config, min(due, config.max_parallel), opened[1])
+        if due:  # the environment the runs start with, its secrets left out (the same at the
+            from ..run.environment import filter_ahead  # go: run_tick's copy) lazy: as warm_up
+
+            filter_ahead(dict(os.environ), config.secret_names())
+        if due > 1 and config.max_parallel > 1:  # the pool's threads, started now
+            from ..run.dispatch import lend_pool  # lazy: as warm_up
+
+            lend_pool(min(due, config.max_parallel))
         gc.collect()  # what was loaded ahead lives as long as the tick: the collector never
         gc.freeze()  # walks it again (a full pass over it cost the minute ~5-10 ms)
-        held = self.wait()
-        if held is None:
+        view = self.view
+
+        def checks() -> int | None:  # after the code's (wait): the config, then the files
             at_the_go()
-        if held is None and keys.config_text(self.home) != config_text:
-            held = EX_STALE
+            if keys.config_text(self.home) != config_text:
+                return EX_STALE
+            try:
+                view.refresh()
+            except OSError:  # the tasks folder gone or unreadable: a fresh tick says so, as
+                return EX_STALE  # a cold one does (made at the boundary, never a traceback)
+            return None
+
+        held = self.wait(checks)
         if held is not None:
             self.view.close()
             self.view = None
@@ -130,7 +174,6 @@ class Ahead:
             for store in spare:
                 store.close()
             return held
-        self.view.refresh()
         self.store = still_same(opened, config)
         if spare:
             from ..run.dispatch import lend_stores  # lazy: as warm_up
@@ -159,12 +202,14 @@ def warm_up() -> None:
     from ..core import cron  # lazy: as above
     from ..hosts import lease  # noqa: F401  # lazy: as above (each run's ladder asks it)
     from ..run import resource_runs, tick, ticklog  # noqa: F401  # lazy: as above
+    from ..run.attempt import current_owner  # lazy: as above
     from ..run.proctree import prune_once  # lazy: as above
     from ..schedule import cache, chains, once_per  # noqa: F401  # lazy: as above
     from ..tasks import taskfile  # noqa: F401  # lazy: as above
     from . import actions  # noqa: F401  # lazy: as above
 
     cron._load_croniter()  # the reasons said after the runs start step croniter
+    current_owner()  # the claims' owner (this process: its start time, the boot), read now
     prune_once()  # the runs' cgroup base found and swept of leftovers before the minute
 
 
@@ -241,16 +286,15 @@ def still_same(opened: tuple[Store, tuple[int, int]] | None, config: Config) -> 
 
 
 def _wait(fd: int, rewarm_at: float | None = None,
-          rewarm: Callable[[], object] | None = None) -> bool:
+          rewarm: Callable[[], object] | None = None, boundary: float | None = None,
+          at_boundary: Callable[[], object] | None = None) -> bool:
     """Block until the daemon's byte (True) or its end of the pipe closing (False); at the
-    wall-clock instant `rewarm_at`, if the go has not come, call `rewarm` once first."""
-    if rewarm is not None and rewarm_at is not None:
-        try:
-            ready, _, _ = select.select([fd], [], [], max(0.0, rewarm_at - time.time()))
-        except (OSError, ValueError):
-            ready = [fd]  # the read below says what happened
-        if not ready:
-            rewarm()
+    wall-clock instant `rewarm_at`, if the go has not come, call `rewarm` once first; at the
+    instant `boundary` (the last SPIN_S awake), if it has still not come, `at_boundary`."""
+    if rewarm is not None and rewarm_at is not None and not _ready_before(fd, rewarm_at):
+        rewarm()
+    if at_boundary is not None and boundary is not None and _came(fd, boundary):
+        at_boundary()
     while True:
         try:
             got = os.read(fd, 1)
@@ -260,3 +304,22 @@ def _wait(fd: int, rewarm_at: float | None = None,
             return False
         os.close(fd)
         return bool(got)
+
+
+def _ready_before(fd: int, instant: float) -> bool:
+    """Whether `fd` is readable (the go, or the pipe closed) before the wall-clock `instant`."""
+    try:
+        ready, _, _ = select.select([fd], [], [], max(0.0, instant - time.time()))
+    except (OSError, ValueError):
+        return True  # the read after it says what happened
+    return bool(ready)
+
+
+def _came(fd: int, instant: float) -> bool:
+    """Wait for the wall-clock `instant` unless `fd` is readable first (False); its last
+    SPIN_S awake, reading the clock, not woken by a timer. A clock set back meanwhile: waited
+    out in select again, never spun on."""
+    while (left := instant - time.time()) > 0:
+        if left > SPIN_S and _ready_before(fd, instant - SPIN_S):
+            return False
+    return True

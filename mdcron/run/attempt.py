@@ -56,9 +56,19 @@ class RunContext:
     gate: Gate | None = None  # issue 26: the run slots a waiting ladder gives back (waits.py)
 
 
+_OWNER: list[Owner] = []  # current_owner's, for this process (a fork's pid asks again)
+
+
 def current_owner() -> Owner:
+    """This process as the claims' owner: its pid, start time and boot, read once (issue 27:
+    the daemon's held tick reads them ahead, cli/warm.py; they never change while it runs)."""
     pid = os.getpid()
-    return Owner(pid=pid, start=process_start_time(pid), boot=boot_id())
+    if _OWNER and _OWNER[0].pid == pid:
+        return _OWNER[0]
+    owner = Owner(pid=pid, start=process_start_time(pid), boot=boot_id())
+    if owner.start is not None and owner.boot is not None:  # else read again next time
+        _OWNER[:] = [owner]
+    return owner
 
 
 def acquire_task_lock(config: Config, task_id: str) -> TaskLock | None:

@@ -15,11 +15,12 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from ..core.outcome import Outcome, RunResult
 from ..core.records import dataclass, replace
 from ..settings.config import Config
-from ..state.store import Store, StoreError, database_lost, state_store
+from ..state.store import Owner, Store, StoreError, database_lost, state_store
 from ..state.trouble import is_trouble
 from ..tasks.task import Task
 from .attempt import RunContext
@@ -29,6 +30,11 @@ from .heal_protocol import Healer
 from .ladder import LadderOutcome, execute_claimed
 from .start_order import StartOrder
 from .waits import Gate
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+_Item = tuple[Task, int]  # a claimed run: its task and run id
 
 # Issue 27, while a pool starts its first round of processes (FIRST_ROUND_WAIT at most): the
 # GIL is handed over within SWITCH_S (a worker back from its start, its join, its row waited
@@ -49,23 +55,58 @@ class Planned:
     quiet: bool = False  # a skip said once already (once_per.py): passed without a row
 
 
+def first_round(planned: list[Planned],
+                max_parallel: int) -> tuple[list[Planned], list[Planned]]:
+    """Issue 27: (the skips and the first `max_parallel` runs, the other runs) when a pool
+    runs more than one round (run_all claims the others once its first run started), else
+    (all, [])."""
+    runs = [p for p in planned if p.action == "run"]
+    if max_parallel <= 1 or len(runs) <= max_parallel:
+        return planned, []
+    rest = {id(p) for p in runs[max_parallel:]}
+    return [p for p in planned if id(p) not in rest], runs[max_parallel:]
+
+
+def claim(store: Store, planned: list[Planned], now: float, owner: Owner,
+          lost: list[str]) -> list[_Item]:
+    """Claim `planned`'s slots in one transaction (a skip's row recorded as skipped): the
+    runs won, (task, run id); a slot another tick claimed first is added to `lost`."""
+    won = store.claim_slots([(p.task.id, p.slot, p.reason if p.action == "skip" else None,
+                              str(p.task.path)) for p in planned], now, owner)
+    to_run = []
+    for p in planned:
+        run_id = won.get((p.task.id, p.slot))
+        if run_id is None:
+            lost.append(p.task.id)
+        elif p.action == "run":
+            to_run.append((p.task, run_id))
+    return to_run
+
+
 def run_all(
     ctx: RunContext, to_run: list[tuple[Task, int]], say: Callable[[str], None],
     healer: Healer | None, meanwhile: Callable[[], object] | None = None,
     on_end: Callable[[LadderOutcome], object] | None = None, store: Store | None = None,
+    more: tuple[list[Task], Callable[[], list[_Item]]] | None = None,
 ) -> list[LadderOutcome]:
     """`meanwhile` runs in this thread while a pool runs the tasks, once its first round of
     processes has started (not before the first starts when they run one by one here).
     `on_end(outcome)` is called as each ladder ends, in its worker (issue 27: chain_follow
     starts the downstreams then). `store`: the caller's SQLite connection, used by the runs
     that go one by one in this thread (issue 27: a tick with one due task opens its database
-    once); a pool's workers open their own."""
-    if not to_run:
+    once); a pool's workers open their own.
+    `more`: (the tasks of runs still to claim, claim): issue 27, the runs after the first
+    round, claimed by `claim` (its claimed items, each run started only once its claim is
+    committed) in this thread once the first process has started; the outcomes are in the
+    order of `to_run` then claim's items."""
+    later, claim_more = more if more is not None else ([], None)
+    if not to_run and not later:
         return []
 
-    slots = max(1, min(ctx.config.max_parallel, len(to_run)))
-    waiting = sum(1 for task, _ in to_run if may_wait(task))
-    workers = min(len(to_run), slots + waiting)
+    tasks = [task for task, _ in to_run] + later
+    slots = max(1, min(ctx.config.max_parallel, len(tasks)))
+    waiting = sum(1 for task in tasks if may_wait(task))
+    workers = min(len(tasks), slots + waiting)
     if waiting and workers > slots:  # issue 26: a waiting ladder gives its slot back (waits.py)
         ctx = replace(ctx, gate=Gate(slots))
 
@@ -89,15 +130,23 @@ def run_all(
         return outcome
 
     if workers == 1:
-        return [one(item) for item in to_run]
-    from concurrent.futures import ThreadPoolExecutor
-
+        return [one(item) for item in [*to_run, *(claim_more() if claim_more else [])]]
     interval = sys.getswitchinterval()
     sys.setswitchinterval(min(interval, SWITCH_S))
     keep_joins_quick(KEEP_S)
     try:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task") as pool:
-            outcomes = pool.map(one, to_run)
+        with take_pool(workers) as pool:
+            feed = Feed(to_run, claim_more is not None)
+            _, drains = drain_into(pool, workers, one, feed)
+            if claim_more is not None:
+                order.first.wait(FIRST_ROUND_WAIT)  # issue 27: the first run's start first
+                try:
+                    feed.add(claim_more())
+                except BaseException:
+                    feed.add([])  # the runs started end as they do; the error is the tick's
+                    for drain in drains:
+                        drain.exception()
+                    raise
             order.round.wait(FIRST_ROUND_WAIT)  # not on the GIL while the first ones start
             sys.setswitchinterval(interval)  # later: quick hand-overs cost more than they gain
             if meanwhile is not None:
@@ -105,13 +154,104 @@ def run_all(
                     meanwhile()
                 except Exception:  # an optimisation only: its work is done again after the runs
                     pass
-            return list(outcomes)
+            for drain in drains:
+                drain.result()  # a worker's error (the database refused) is the tick's
+            return feed.outcomes  # type: ignore[return-value]  # each filled by its worker
     finally:
         sys.setswitchinterval(interval)
         workers_own.close()  # type: ignore[union-attr]
 
 
+class Feed:
+    """The claimed runs a pool's workers take one at a time (drain_into); with more to come
+    (run_all's `more`), a worker that finds none left waits until they are added."""
+
+    def __init__(self, items: list[_Item], more_coming: bool = False) -> None:
+        self.items = list(items)
+        self.outcomes: list[LadderOutcome | None] = [None] * len(self.items)
+        self._next = 0
+        self._open = more_coming
+        self._cond = threading.Condition()
+
+    def take(self) -> tuple[int, _Item] | None:
+        """The next item and its place, or None once all are taken and no more will come."""
+        with self._cond:
+            while self._next >= len(self.items) and self._open:
+                self._cond.wait()
+            if self._next >= len(self.items):
+                return None
+            k = self._next
+            self._next += 1
+            return k, self.items[k]
+
+    def add(self, items: list[_Item]) -> None:
+        """The last items (claimed now): none come after them."""
+        with self._cond:
+            self.items.extend(items)
+            self.outcomes.extend([None] * len(items))
+            self._open = False
+            self._cond.notify_all()
+
+
+def drain_into(pool: ThreadPoolExecutor, workers: int, one: Callable[[_Item], LadderOutcome],
+               items: Feed | list[_Item]) -> tuple[list[LadderOutcome | None], list[Future[None]]]:
+    """Issue 27: `workers` jobs on the pool, each taking the next of `items` (a Feed, or a
+    list) until none is left, its outcome put at the item's place (the feed's outcomes, also
+    returned); not one Future per item, submitted by this thread while the first workers start
+    their processes (pool.map: 100 of them, ~1 ms on the GIL). A worker's error stops every
+    worker taking another item (the runs started end as they do), and is raised by its job's
+    result()."""
+    feed = items if isinstance(items, Feed) else Feed(items)
+    failed: list[BaseException] = []
+
+    def drain() -> None:
+        while (got := feed.take()) is not None:
+            if failed:
+                return
+            k, item = got
+            try:
+                feed.outcomes[k] = one(item)
+            except BaseException as exc:
+                failed.append(exc)
+                raise
+
+    return feed.outcomes, [pool.submit(drain) for _ in range(workers)]
+
+
 _LENT: list[Store] = []  # lend_stores: connections opened ahead, for the next pool's workers
+_POOLS: list[tuple[int, ThreadPoolExecutor]] = []  # lend_pool: (workers, its threads started)
+READY_WAIT = 5.0  # lend_pool: how long its threads may take to start, at most
+
+
+def lend_pool(workers: int) -> None:
+    """Issue 27, the daemon's held tick (cli/warm.py): a pool whose `workers` threads are
+    started before its minute, for the next run_all of that many workers to take (at the go,
+    the tick started its 8 threads one by one while the first worker made its way to its
+    process, each start taking the GIL from it). The threads wait idle until then."""
+    from concurrent.futures import ThreadPoolExecutor  # lazy: as run_all's
+
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task")
+    ready = threading.Barrier(workers + 1)  # each thread busy until all started: one each
+    for _ in range(workers):
+        pool.submit(ready.wait, READY_WAIT)
+    try:
+        ready.wait(READY_WAIT)
+    except threading.BrokenBarrierError:
+        pass  # slow to start: it is lent all the same, its threads start as it is used
+    _POOLS.append((workers, pool))
+
+
+def take_pool(workers: int) -> ThreadPoolExecutor:
+    """The pool lent for `workers` workers (lend_pool), else a new one; a lent pool of
+    another size is shut down."""
+    from concurrent.futures import ThreadPoolExecutor  # lazy: only a tick with a pool
+
+    while _POOLS:
+        size, pool = _POOLS.pop()
+        if size == workers:
+            return pool
+        pool.shutdown(wait=False)
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="task")
 
 
 def lend_stores(stores: list[Store]) -> None:

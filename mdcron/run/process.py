@@ -155,7 +155,6 @@ def run_command(
     raises, the group is killed and the exception propagates; nothing else raises. With a
     `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
     start = time.monotonic()
-    out = Output(log_path, max_log_bytes, tail_bytes, log_root)
     gate = StartGate() if gated(spec, tree) else None
     try:
         proc = subprocess.Popen(
@@ -177,6 +176,7 @@ def run_command(
         if tree is not None:
             tree.close()
         reason = _start_failure(exc, spec)
+        out = Output(log_path, max_log_bytes, tail_bytes, log_root)
         out.note(f"[mdcron] {reason}")
         out.finish()
         return RunResult(
@@ -191,7 +191,7 @@ def run_command(
         gate.started(proc.pid, tree)  # type: ignore[arg-type]  # the cgroup joined, from here
     if tree is not None:
         tree.started(proc.pid)
-    run = _Run(proc, spec, out, kill_grace, start, tree)
+    run = _Run(proc, spec, kill_grace, start, tree)
     try:
         if on_start is not None:
             on_start(proc.pid)
@@ -199,28 +199,33 @@ def run_command(
             gate.open()  # the lock names the group, the leader is in its cgroup: now it runs
         started()  # the next worker's turn to start its process (start_order.py)
         collector.release()  # issue 27: the task runs; collections may run again
+        # the log opened once the process is on its way (issue 27: ~0.4 ms of the first
+        # start); what it writes meanwhile waits in its pipes
+        run.out = Output(log_path, max_log_bytes, tail_bytes, log_root)
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
         if gate is not None:
             gate.close()  # never opened: the leader exits GATE_CLOSED without running it
         run.close()
-        out.finish()
+        if run.out is None:
+            run.out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+        run.out.finish()
         raise
     run.close()
-    return run.result(log_path if out.opened else None)
+    return run.result(log_path if run.out.opened else None)  # type: ignore[union-attr]
 
 
 class _Run:
     """The loop of one started process: read, watch the clock, end the group."""
 
-    def __init__(self, proc: subprocess.Popen, spec: CommandSpec, out: Output,
-                 kill_grace: float, start: float, tree: Tree | None = None):
+    def __init__(self, proc: subprocess.Popen, spec: CommandSpec, kill_grace: float,
+                 start: float, tree: Tree | None = None):
         self.proc = proc
         self.tree = tree
         self.escaped: dict[int, str] = {}  # processes outside the group that were ended, named
         self.pgid = proc.pid
         self.spec = spec
-        self.out = out
+        self.out: Output | None = None  # run_command opens it before loop()
         self.kill_grace = max(0.0, kill_grace)
         self.start = start
         self.deadline = start + spec.timeout
@@ -327,7 +332,7 @@ class _Run:
             except OSError:
                 data = b""
             if data:
-                self.out.feed(data, key.data)
+                self.out.feed(data, key.data)  # type: ignore[union-attr]  # loop(): opened
             else:
                 self.sel.unregister(key.fileobj)
                 key.fileobj.close()  # type: ignore[union-attr]
@@ -372,6 +377,7 @@ class _Run:
 
     def result(self, log_path: Path | None) -> RunResult:
         out, rc = self.out, self.rc
+        assert out is not None  # run_command opened it
         if self.leftovers:
             out.note("[mdcron] processes left running in the task's group after it exited "
                      "were terminated")

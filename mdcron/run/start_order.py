@@ -9,7 +9,8 @@ follow the runs' own ends, already spread out. A turn ends when the worker's pro
 (process.py) or its run ends without one, and another worker waits for it at most WAIT: one
 that waits on something (a lock's dead holder, a jitter, a busy database) holds nobody up
 longer than that. `round` is set once the first round has started (dispatch.py: the tick's
-other work in the meantime waits for it, rather than take the GIL from these starts).
+other work in the meantime waits for it, rather than take the GIL from these starts), `first`
+once the first process has (dispatch.py: the claims of the runs after the first round).
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ class StartOrder:
         self._open = first  # first-round turns not ended yet
         self.wait = wait
         self.round = threading.Event()  # set once every first-round turn has ended
+        self.first = threading.Event()  # set once the first turn has ended
         if first <= 0:
             self.round.set()
+            self.first.set()
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -60,6 +63,7 @@ class StartOrder:
         """One first-round turn is over (its process runs, or its run ended without one)."""
         if got:
             self._lock.release()
+        self.first.set()
         with self._count:
             self._open -= 1
             if self._open <= 0:

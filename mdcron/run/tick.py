@@ -34,7 +34,15 @@ from ..tasks.task import Task
 from . import shared_tick
 from .attempt import RunContext, current_owner
 from .cgroup_keep import keep_joins_quick
-from .dispatch import KEEP_S, Planned, describe_outcome, describe_result, run_all  # noqa: F401  (re-exported)
+from .dispatch import (  # noqa: F401  (re-exported)
+    KEEP_S,
+    Planned,
+    claim,
+    describe_outcome,
+    describe_result,
+    first_round,
+    run_all,
+)
 from .environment import record_seen_secrets
 from .heal_protocol import Healer, SelfHeal
 from .ladder import LadderOutcome
@@ -250,22 +258,12 @@ def run_tick(
         quiet = [p for p in report.planned if p.quiet]
         store.pass_slots([(p.task.id, p.slot) for p in quiet])
         later = {id(p) for p in (*deferred, *spread, *quiet)}
-        claims = [
-            (p.task.id, p.slot, p.reason if p.action == "skip" else None, str(p.task.path))
-            for p in report.planned if id(p) not in later
-        ]
-        won = store.claim_slots(claims, now, owner)
-        to_run = []
-        for p in report.planned:
-            if id(p) in later:
-                continue
-            run_id = won.get((p.task.id, p.slot))
-            if run_id is None:
-                report.lost_claims.append(p.task.id)
-            elif p.action == "run":
-                to_run.append((p.task, run_id))
-        if not to_run and not spread:  # nothing starts here now: collections may run again
-            collector.release()  # (runs waiting for their units, chains: core/collector.py)
+        # issue 27: the runs past the first round are claimed once the first has started
+        first, rest = first_round([p for p in report.planned if id(p) not in later],
+                                  config.max_parallel)
+        to_run = claim(store, first, now, owner, report.lost_claims)
+        if not to_run and not rest and not spread:  # nothing starts here now: collections may
+            collector.release()  # run again (runs waiting for their units, chains: core/collector)
         for p in report.planned:
             if p.action == "skip" and not p.quiet and p.task.id not in report.lost_claims:
                 say(f"{p.task.id}: skipped slot {to_dt(p.slot).isoformat()}: {p.reason}")
@@ -298,8 +296,17 @@ def run_tick(
             report.ladders = [o for _, _, o in ran]
             report.results = [(task, rid, o.final) for task, rid, o in ran]
         else:
+            def claim_rest() -> list[tuple[Task, int]]:  # in this thread, on its store
+                lost = len(report.lost_claims)
+                got = claim(store, rest, now, owner, report.lost_claims)
+                for task_id in report.lost_claims[lost:]:
+                    say(f"{task_id}: due, but another tick claimed this slot first")
+                to_run.extend(got)
+                return got
+
             report.ladders = run_all(ctx, to_run, say, healer, meanwhile=meanwhile,
-                                     on_end=follower.ended if follower else None, store=store)
+                                     on_end=follower.ended if follower else None, store=store,
+                                     more=([p.task for p in rest], claim_rest) if rest else None)
             report.results = [(o.task, rid, o.final) for (_, rid), o in zip(to_run, report.ladders,
                                                                            strict=True)]
         save_once()  # when meanwhile did not run (one task runs in this thread, or it failed)

@@ -17,6 +17,7 @@ class Tables:
 
     url: str | None
     host: str | None
+    fence: tuple[str, int] | None  # a run's lease (issue 11), while it holds one
 
     def connect(self) -> sqlite3.Connection:  # pragma: no cover - Store overrides it
         raise NotImplementedError

@@ -68,19 +68,27 @@ Stat = tuple[int, int, int, int]  # size, mtime_ns, inode, ctime_ns
 
 def scan(folder: str) -> dict[str, Stat | None]:
     """Every task file (`*.md`, not hidden) -> its stat; None when it is not a regular file or
-    cannot be stat'ed. OSError when the folder cannot be listed."""
+    cannot be stat'ed. OSError when the folder cannot be listed. Listed through a descriptor
+    of the folder: each stat is relative to it (fstatat), not a walk of the whole path again
+    (issue 27: 1,100 files stat'ed at the daemon's go, ~10% quicker)."""
     found: dict[str, Stat | None] = {}
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.endswith(".md") and not name.startswith("."):
-                try:
-                    st = entry.stat()
-                except OSError:
-                    found[entry.path] = None
-                    continue
-                found[entry.path] = ((st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-                                     if st.st_mode & _FMT == _REG else None)
+    prefix = os.path.join(folder, "")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.endswith(".md") and not name.startswith("."):
+                    try:
+                        st = entry.stat()  # follows a symlink, as a path's stat does
+                    except OSError:
+                        found[prefix + name] = None
+                        continue
+                    found[prefix + name] = (
+                        (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+                        if st.st_mode & _FMT == _REG else None)
+    finally:
+        os.close(fd)
     return found
 
 

@@ -29,7 +29,14 @@ class IncidentsTable(Tables):
         return int(row[0]), row[1] == 1
 
     def resolve_task_incidents(self, task_id: str, now: float, resolution: str) -> list[int]:
-        """Resolve every open incident of a task; their ids."""
+        """Resolve every open incident of a task; their ids. None open (a success after a
+        success): nothing is written (issue 27: no write turn for a transaction that changed
+        nothing; one that opens meanwhile is as if opened after this call). A run holding a
+        lease writes all the same (issue 11: its writes check the lease is still its own)."""
+        if self.fence is None and self.connect().execute(
+                "SELECT 1 FROM incidents WHERE task_id = ? AND status = 'open' LIMIT 1",
+                (task_id,)).fetchone() is None:
+            return []
         with self.write() as db:
             ids = [r[0] for r in db.execute(
                 "SELECT id FROM incidents WHERE task_id = ? AND status = 'open' ORDER BY id",

@@ -142,7 +142,11 @@ class TaskStateTable(Tables):
                            (now, self.host, content, task_id))
 
     def count_failure(self, task_id: str, failed: bool) -> int:
-        """Advance or reset the consecutive-failure count; returns the new count."""
+        """Advance or reset the consecutive-failure count; returns the new count. A reset of
+        a count already 0 writes nothing (issue 27: a success after a success, the usual run,
+        took the write turn for a transaction that changed no value)."""
+        if not failed and self._unchanged("consecutive_failures", task_id):
+            return 0
         with self.write() as db:
             if failed:
                 db.execute(
@@ -172,7 +176,10 @@ class TaskStateTable(Tables):
             )
 
     def set_alerted(self, task_id: str, alerted: bool) -> bool:
-        """Set the 'a failure was alerted' flag; returns what it was before."""
+        """Set the 'a failure was alerted' flag; returns what it was before. Clearing a flag
+        already clear writes nothing (issue 27: as count_failure)."""
+        if not alerted and self._unchanged("alerted", task_id):
+            return False
         with self.write() as db:
             row = db.execute(
                 "SELECT alerted FROM task_state WHERE task_id = ?", (task_id,)
@@ -181,6 +188,18 @@ class TaskStateTable(Tables):
                 "UPDATE task_state SET alerted = ? WHERE task_id = ?", (int(alerted), task_id)
             )
         return bool(row and row[0])
+
+    def _unchanged(self, column: str, task_id: str) -> bool:
+        """The task's `column` is 0 or it has no row, read without a write transaction: a
+        write that would set it to 0 may then be skipped (nothing else is decided from it, so
+        it is as if the write ran at this read). Not for a run holding a lease (issue 11: its
+        writes check the lease is still its own, and say when it is not)."""
+        if self.fence is not None:
+            return False
+        row = self.connect().execute(
+            f"SELECT {column} FROM task_state WHERE task_id = ?", (task_id,)  # noqa: S608
+        ).fetchone()
+        return not row or not row[0]
 
     def suspensions(self) -> dict[str, Suspension]:
         """The suspended tasks by id (every host honours them, hosts/peers.py)."""

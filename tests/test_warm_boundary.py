@@ -1,0 +1,149 @@
+"""cli/warm.py, the daemon's held tick at its boundary (issue 27): what the go checks (the
+code, the config, the task files' stats) is checked at the boundary by the tick's own clock,
+while the daemon's go byte is on its way, not after it arrives; a change made before the
+boundary is seen, one after it belongs to the next minute. A go that came much later than the
+boundary has them checked again. A tick given --now (no real instant: tests, bench) checks
+after the go, as before. Real pipes, threads and task files."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+
+from conftest import render_task
+
+from mdcron.cli.warm import EX_STALE, RECHECK_S, Ahead
+from mdcron.settings.config import load_config
+from mdcron.state import cache_key as keys
+
+
+def go_at(fd: int, instant: float, log: list[tuple[str, float]]) -> threading.Thread:
+    def write() -> None:
+        time.sleep(max(0.0, instant - time.time()))
+        log.append(("go", time.time()))
+        os.write(fd, b"g")
+        os.close(fd)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    return thread
+
+
+def held(home, boundary: float, own_clock: bool | None = None) -> tuple[Ahead, int]:
+    read_end, write_end = os.pipe()
+    return Ahead(str(home), read_end, at=boundary, own_clock=own_clock), write_end
+
+
+def test_the_checks_are_made_at_the_boundary_before_the_go_comes(home):
+    boundary = time.time() + 0.4
+    ahead, write_end = held(home, boundary, own_clock=True)
+    log: list[tuple[str, float]] = []
+    writer = go_at(write_end, boundary + 0.2, log)
+    assert ahead.wait(lambda: log.append(("checks", time.time()))) is None
+    writer.join(5)
+    assert [what for what, _ in log] == ["checks", "go"]
+    assert log[0][1] >= boundary  # never before the minute
+
+
+def test_what_the_checks_refuse_is_refused_once_the_go_came(home):
+    boundary = time.time() + 0.3
+    ahead, write_end = held(home, boundary, own_clock=True)
+    log: list[tuple[str, float]] = []
+    writer = go_at(write_end, boundary + 0.1, log)
+    assert ahead.wait(lambda: EX_STALE) == EX_STALE
+    writer.join(5)
+    assert log  # it waited for the go (the daemon's say), then refused
+
+
+def test_a_go_long_after_the_boundary_has_the_checks_made_again(home):
+    boundary = time.time() + 0.2
+    ahead, write_end = held(home, boundary, own_clock=True)
+    log: list[tuple[str, float]] = []
+    writer = go_at(write_end, boundary + RECHECK_S + 0.3, log)
+    assert ahead.wait(lambda: log.append(("checks", time.time()))) is None
+    writer.join(5)
+    assert [what for what, _ in log] == ["checks", "go", "checks"]
+
+
+def test_a_pipe_closed_before_the_boundary_checks_nothing(home):
+    ahead, write_end = held(home, time.time() + 0.3, own_clock=True)
+    os.close(write_end)
+    checked: list[float] = []
+    assert ahead.wait(lambda: checked.append(time.time())) == EX_STALE
+    assert checked == []
+
+
+def test_a_tick_given_now_checks_after_the_go(home):
+    boundary = time.time() + 0.2
+    ahead, write_end = held(home, boundary)  # --now: no real instant
+    assert not ahead.own_clock
+    log: list[tuple[str, float]] = []
+    writer = go_at(write_end, boundary + 0.2, log)
+    assert ahead.wait(lambda: log.append(("checks", time.time()))) is None
+    writer.join(5)
+    assert [what for what, _ in log] == ["go", "checks"]
+
+
+def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
+    """warm_and_wait end to end: a task file changed just before the boundary is seen; one
+    changed between the boundary and a late go is left to the next minute, as a tick started
+    at the boundary would."""
+    write_task("a", command="echo old-a")
+    write_task("b", command="echo old-b")
+    config, _ = load_config(home)
+    boundary = time.time() + 1.0
+    ahead, write_end = held(home, boundary, own_clock=True)
+
+    def edits() -> None:
+        time.sleep(max(0.0, boundary - 0.15 - time.time()))
+        (home / "tasks" / "a.md").write_text(render_task("a", command="echo new-a"),
+                                             encoding="utf-8")
+        time.sleep(max(0.0, boundary + 0.15 - time.time()))
+        (home / "tasks" / "b.md").write_text(render_task("b", command="echo new-b"),
+                                             encoding="utf-8")
+        time.sleep(max(0.0, boundary + 0.3 - time.time()))
+        os.write(write_end, b"g")
+        os.close(write_end)
+
+    editor = threading.Thread(target=edits)
+    editor.start()
+    try:
+        assert ahead.warm_and_wait(config, keys.config_text(str(home))) is None
+        editor.join(5)
+        commands = {e.id: ahead.view.task(e).command for e in ahead.view.valid}
+        assert commands == {"a": "echo new-a", "b": "echo old-b"}
+    finally:
+        gc.unfreeze()  # warm_and_wait froze what this process holds
+        editor.join(5)
+        if ahead.view is not None:
+            ahead.view.close()
+        if ahead.store is not None:
+            ahead.store.close()
+
+
+def test_a_tasks_folder_gone_by_the_boundary_hands_the_minute_to_a_fresh_tick(home,
+                                                                               write_task):
+    """The folder's scan fails at the checks: the held tick refuses (EX_STALE: the daemon
+    starts a fresh tick, which says what is wrong as a cold one does), never a traceback."""
+    write_task("a", command="true")
+    config, _ = load_config(home)
+    boundary = time.time() + 0.6
+    ahead, write_end = held(home, boundary, own_clock=True)
+
+    def remove_then_go() -> None:
+        time.sleep(max(0.0, boundary - 0.2 - time.time()))
+        (home / "tasks").rename(home / "gone")
+        time.sleep(max(0.0, boundary + 0.1 - time.time()))
+        os.write(write_end, b"g")
+        os.close(write_end)
+
+    mover = threading.Thread(target=remove_then_go)
+    mover.start()
+    try:
+        assert ahead.warm_and_wait(config, keys.config_text(str(home))) == EX_STALE
+        assert ahead.view is None and ahead.store is None  # closed, nothing kept
+    finally:
+        gc.unfreeze()
+        mover.join(5)
