@@ -6,7 +6,8 @@ each run starts `scheduler.py tick --home H --now T --warm-fd N` as the daemon d
 minute per run), waits until it blocks reading its pipe (warm), writes the go byte and reports
 go → first task stamp and go → last stamp. With several `--tree`s (source trees, e.g. a
 before-worktree and this one) the runs alternate between them over the same home, paired.
-`--trace` adds MDCRON_TRACE=1 to the tick's environment (its own step timestamps, if any).
+`--trace` adds MDCRON_TRACE=1 to the tick's environment and bench/trace/ to its PYTHONPATH: its
+sitecustomize.py prints the steps' timestamps (`python bench/trace/steps.py OUTPUT`: medians).
 """
 
 from __future__ import annotations
@@ -159,8 +160,10 @@ def main() -> None:
     args = p.parse_args()
     trees = args.tree or [core.REPO]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    if args.trace:
+    if args.trace:  # bench/trace/sitecustomize.py prints the steps' timestamps
         env["MDCRON_TRACE"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(BENCH / "trace"), env.get("PYTHONPATH")) if p)
     if args.cold:
         main_cold(trees, args.runs, env)
         return

@@ -241,8 +241,8 @@ def test_the_runs_past_the_first_round_are_claimed_once_the_first_process_runs(
     others."""
     (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
     ids = ["a", "b", "c", "d", "e"]
-    for task_id in ids:
-        write_task(task_id, command="true")
+    for task_id in ids:  # the first round's still run (their locks name them) at the claim
+        write_task(task_id, command="sleep 0.5" if task_id in "ab" else "true")
     config, _ = load_config(home)
     tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
     owner = current_owner()
