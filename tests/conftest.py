@@ -15,6 +15,14 @@ from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULER = REPO / "scheduler.py"
+# the end of a `python -c` probe that runs scheduler.py (argv[1]) as __main__ under its hooks
+RUN_SCHEDULER = """
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit:
+    pass
+"""
 
 # The suite sets its own terminal width: a COLUMNS exported by the person's shell (80, say)
 # would otherwise reach every CLI subprocess and re-wrap the tables the tests read. A test about

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from conftest import SCHEDULER
+from conftest import RUN_SCHEDULER, SCHEDULER
 
 # The entry point as cron runs it, watched from outside: each collection and each process
 # the tick starts, in order, and whether the collector is on when the command opens its
@@ -24,11 +24,7 @@ def hook(event, args):
     elif event == "sqlite3.connect":
         events.append("connect:" + ("on" if gc.isenabled() else "off"))
 sys.addaudithook(hook)
-sys.argv = sys.argv[1:]
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit:
-    pass
+""" + RUN_SCHEDULER + """
 print("EVENTS", " ".join(events), "END", "on" if gc.isenabled() else "off")
 """
 

@@ -4,7 +4,7 @@ starts (prctl through _ctypes, issue 27), as seen by the kernel, not by our retu
 import subprocess
 import sys
 
-from conftest import SCHEDULER
+from conftest import RUN_SCHEDULER, SCHEDULER
 
 # at the due task's spawn, the kernel is asked (PR_GET_DUMPABLE, PR_GET_CHILD_SUBREAPER)
 PROBE = """
@@ -18,11 +18,7 @@ def hook(event, args):
         libc.prctl(37, ctypes.byref(reaper), 0, 0, 0)
         seen.append((libc.prctl(3, 0, 0, 0, 0), reaper.value))
 sys.addaudithook(hook)
-sys.argv = sys.argv[1:]
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit:
-    pass
+""" + RUN_SCHEDULER + """
 print("AT THE SPAWN dumpable=%d subreaper=%d" % seen[0])
 """
 
