@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mdcron.run.environment import task_environment
-from mdcron.settings.config import ConfigError, host_like, load_config
-from mdcron.settings.state_url import HOST_LIKE, default_host, mask
+from mdcron.settings.config import ConfigError, default_host, host_like, load_config
+from mdcron.settings.state_url import HOST_LIKE, mask
 from mdcron.tasks.task import Task
 
 SECRET = "s3cr3t-pw"

@@ -15,7 +15,6 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
 
 from ..core.outcome import Outcome, RunResult
 from ..core.records import dataclass, replace
@@ -31,6 +30,7 @@ from .ladder import LadderOutcome, execute_claimed
 from .start_order import StartOrder
 from .waits import Gate
 
+TYPE_CHECKING = False  # typing stays off a due tick's path (issue 27, tests/test_imports.py)
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 

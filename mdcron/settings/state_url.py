@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from urllib.parse import parse_qsl, urlsplit
 
 from ..core.envref import ENV_REF
-from .config import default_host as default_host  # its home before issue 27
 
 SCHEMES = ("postgresql", "postgres")
 ENV_NAME = "MDCRON_STATE_URL"
