@@ -28,18 +28,29 @@ from mdcron.tasks.taskfile import load_task_file
 NOW = 1_800_000_000.0
 
 
-def test_meanwhile_waits_for_the_first_round_to_start_and_the_gil_is_handed_over_quickly(
-        home, write_task):
-    (home / "scheduler.yaml").write_text("max_parallel: 3\n", encoding="utf-8")
-    ids = ["a", "b", "c", "d"]
-    for task_id in ids:
-        write_task(task_id, command="sleep 0.5")
+def tasks_in(home, write_task, max_parallel: int, commands: dict[str, str]):
+    """A home whose scheduler.yaml sets max_parallel and whose tasks run `commands` (id ->
+    command): its config and the tasks, loaded in that order."""
+    (home / "scheduler.yaml").write_text(f"max_parallel: {max_parallel}\n", encoding="utf-8")
+    for task_id, command in commands.items():
+        write_task(task_id, command=command)
     config, _ = load_config(home)
-    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
-    owner = current_owner()
+    return config, [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in commands]
+
+
+def claimed(config, tasks, owner) -> list:
+    """The tasks' slots at NOW claimed by `owner`: (task, run id) each, as the tick's claims."""
     with state_store(config) as store:
         won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks], NOW, owner)
-    to_run = [(t, won[(t.id, NOW)]) for t in tasks]
+    return [(t, won[(t.id, NOW)]) for t in tasks]
+
+
+def test_meanwhile_waits_for_the_first_round_to_start_and_the_gil_is_handed_over_quickly(
+        home, write_task):
+    ids = ["a", "b", "c", "d"]
+    config, tasks = tasks_in(home, write_task, 3, dict.fromkeys(ids, "sleep 0.5"))
+    owner = current_owner()
+    to_run = claimed(config, tasks, owner)
     seen: dict[str, object] = {}
 
     def meanwhile() -> None:  # what the first round's locks say when it runs
@@ -158,22 +169,17 @@ def test_a_pool_lent_ahead_runs_the_ladders_on_threads_started_before(home, writ
     """Issue 27: the held tick starts its pool's threads before the minute (cli/warm.py);
     at the go the runs go to them, no thread is started then. A pool of another size is
     not used (shut down), and a new one is made."""
-    (home / "scheduler.yaml").write_text("max_parallel: 3\n", encoding="utf-8")
     ids = ["a", "b", "c", "d"]
-    for task_id in ids:
-        write_task(task_id, command="true")
-    config, _ = load_config(home)
-    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    config, tasks = tasks_in(home, write_task, 3, dict.fromkeys(ids, "true"))
     owner = current_owner()
-    with state_store(config) as store:
-        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks], NOW, owner)
+    to_run = claimed(config, tasks, owner)
     before = pool_threads()
     lend_pool(3)
     lent = pool_threads() - before
     assert len(lent) == 3  # started now, idle until the runs come
     ran_on: set[threading.Thread] = set()
     ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
-    outcomes = run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks], print, None,
+    outcomes = run_all(ctx, to_run, print, None,
                        on_end=lambda _: ran_on.add(threading.current_thread()))
     assert [o.final.ok for o in outcomes] == [True] * 4
     assert ran_on and ran_on <= lent
@@ -239,15 +245,12 @@ def test_the_runs_past_the_first_round_are_claimed_once_the_first_process_runs(
     `more`) once the first process has started, in its own thread; each run starts only
     once its claim is committed, and the outcomes keep the order: first round, then the
     others."""
-    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
     ids = ["a", "b", "c", "d", "e"]
-    for task_id in ids:  # the first round's still run (their locks name them) at the claim
-        write_task(task_id, command="sleep 0.5" if task_id in "ab" else "true")
-    config, _ = load_config(home)
-    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    # the first round's still run (their locks name them) at the claim
+    config, tasks = tasks_in(home, write_task, 2,
+                             {i: "sleep 0.5" if i in "ab" else "true" for i in ids})
     owner = current_owner()
-    with state_store(config) as store:
-        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[:2]], NOW, owner)
+    first = claimed(config, tasks[:2], owner)
     seen: dict[str, object] = {}
 
     def claim_rest():
@@ -256,13 +259,10 @@ def test_the_runs_past_the_first_round_are_claimed_once_the_first_process_runs(
                           else None for i in ids]
         with state_store(config) as store:
             seen["rows before"] = len(store.history(20, None))
-            more = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[2:]], NOW,
-                                     owner)
-        return [(t, more[(t.id, NOW)]) for t in tasks[2:]]
+        return claimed(config, tasks[2:], owner)
 
     ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
-    outcomes = run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks[:2]], print, None,
-                       more=(tasks[2:], claim_rest))
+    outcomes = run_all(ctx, first, print, None, more=(tasks[2:], claim_rest))
     assert [o.task.id for o in outcomes] == ids and all(o.final.ok for o in outcomes)
     assert seen["thread"] is threading.current_thread()
     assert any(seen["groups"][:2]) and not any(seen["groups"][2:])  # a first one ran, no other
@@ -275,23 +275,17 @@ def test_the_runs_past_the_first_round_are_claimed_once_the_first_process_runs(
 
 def test_a_claim_of_the_later_runs_that_fails_lets_the_first_round_end_and_is_raised(
         home, write_task):
-    (home / "scheduler.yaml").write_text("max_parallel: 2\n", encoding="utf-8")
     ids = ["a", "b", "c"]
-    for task_id in ids:
-        write_task(task_id, command="sleep 0.2")
-    config, _ = load_config(home)
-    tasks = [load_task_file(home / "tasks" / f"{i}.md", config)[0] for i in ids]
+    config, tasks = tasks_in(home, write_task, 2, dict.fromkeys(ids, "sleep 0.2"))
     owner = current_owner()
-    with state_store(config) as store:
-        won = store.claim_slots([(t.id, NOW, None, str(t.path)) for t in tasks[:2]], NOW, owner)
+    first = claimed(config, tasks[:2], owner)
 
     def claim_rest():
         raise StoreError("the database refused")
 
     ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
     try:
-        run_all(ctx, [(t, won[(t.id, NOW)]) for t in tasks[:2]], print, None,
-                more=(tasks[2:], claim_rest))
+        run_all(ctx, first, print, None, more=(tasks[2:], claim_rest))
     except StoreError as exc:
         assert str(exc) == "the database refused"
     else:
