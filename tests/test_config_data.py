@@ -126,6 +126,27 @@ def test_a_checked_zone_is_not_resolved_again_while_its_file_is_unchanged(home, 
     assert _zone_tick(home, 5) == "EXIT 0 ZONEINFO BEFORE THE TASK [False]"
 
 
+def test_a_zone_record_that_is_a_symlink_is_not_trusted_nor_written_through(home, write_task,
+                                                                            tmp_path):
+    """The symlink in place of a file: state/zone-checked pointing at a record elsewhere
+    (the very record a tick would write) is not read, the zone is resolved again, and the
+    record written anew replaces the link, never the file it points at."""
+    (home / "scheduler.yaml").write_text("timezone: UTC\n", encoding="utf-8")
+    write_task("plain", command="true")
+    for minute in range(3):
+        _zone_tick(home, minute)
+        age(home)
+    noted = home / "state" / "zone-checked"
+    record = noted.read_text(encoding="ascii")
+    elsewhere = tmp_path / "planted"
+    elsewhere.write_text(record, encoding="ascii")
+    noted.unlink()
+    noted.symlink_to(elsewhere)
+    assert _zone_tick(home, 3) == "EXIT 0 ZONEINFO BEFORE THE TASK [True]"
+    assert not noted.is_symlink() and noted.read_text(encoding="ascii") == record
+    assert elsewhere.read_text(encoding="ascii") == record
+
+
 def test_an_unknown_zone_is_refused_by_every_tick_and_never_noted(home, write_task):
     (home / "scheduler.yaml").write_text("timezone: Mars/Olympus\n", encoding="utf-8")
     write_task("plain", command="true")

@@ -19,12 +19,22 @@ from mdcron.settings.config import load_config
 from mdcron.state import cache_key as keys
 
 
+def until(instant: float) -> None:
+    """Sleep to the wall-clock `instant` (the held tick's boundary is the real clock's)."""
+    time.sleep(max(0.0, instant - time.time()))
+
+
+def go(fd: int) -> None:
+    """The daemon's go: one byte, then its end of the pipe closed."""
+    os.write(fd, b"g")
+    os.close(fd)
+
+
 def go_at(fd: int, instant: float, log: list[tuple[str, float]]) -> threading.Thread:
     def write() -> None:
-        time.sleep(max(0.0, instant - time.time()))
+        until(instant)
         log.append(("go", time.time()))
-        os.write(fd, b"g")
-        os.close(fd)
+        go(fd)
 
     thread = threading.Thread(target=write)
     thread.start()
@@ -67,6 +77,20 @@ def test_a_go_long_after_the_boundary_has_the_checks_made_again(home):
     assert [what for what, _ in log] == ["checks", "go", "checks"]
 
 
+def test_a_go_before_the_boundary_by_this_clock_is_not_waited_past(home):
+    """The clock that jumps: set back an hour while the tick is held, its boundary is an
+    hour ahead by this process's clock when the daemon's go comes (the daemon keeps its own
+    time). The go is not held to that boundary: the checks are made once, after it, at once."""
+    boundary = time.time() + 3600.0
+    ahead, write_end = held(home, boundary, own_clock=True)
+    log: list[tuple[str, float]] = []
+    writer = go_at(write_end, time.time() + 0.1, log)
+    assert ahead.wait(lambda: log.append(("checks", time.time()))) is None
+    writer.join(5)
+    assert [what for what, _ in log] == ["go", "checks"]
+    assert log[1][1] - log[0][1] < 30.0  # not the hour (nor a spin toward it)
+
+
 def test_a_pipe_closed_before_the_boundary_checks_nothing(home):
     ahead, write_end = held(home, time.time() + 0.3, own_clock=True)
     os.close(write_end)
@@ -97,15 +121,14 @@ def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
     ahead, write_end = held(home, boundary, own_clock=True)
 
     def edits() -> None:
-        time.sleep(max(0.0, boundary - 0.15 - time.time()))
+        until(boundary - 0.15)
         (home / "tasks" / "a.md").write_text(render_task("a", command="echo new-a"),
                                              encoding="utf-8")
-        time.sleep(max(0.0, boundary + 0.15 - time.time()))
+        until(boundary + 0.15)
         (home / "tasks" / "b.md").write_text(render_task("b", command="echo new-b"),
                                              encoding="utf-8")
-        time.sleep(max(0.0, boundary + 0.3 - time.time()))
-        os.write(write_end, b"g")
-        os.close(write_end)
+        until(boundary + 0.3)
+        go(write_end)
 
     editor = threading.Thread(target=edits)
     editor.start()
@@ -133,11 +156,10 @@ def test_a_tasks_folder_gone_by_the_boundary_hands_the_minute_to_a_fresh_tick(ho
     ahead, write_end = held(home, boundary, own_clock=True)
 
     def remove_then_go() -> None:
-        time.sleep(max(0.0, boundary - 0.2 - time.time()))
+        until(boundary - 0.2)
         (home / "tasks").rename(home / "gone")
-        time.sleep(max(0.0, boundary + 0.1 - time.time()))
-        os.write(write_end, b"g")
-        os.close(write_end)
+        until(boundary + 0.1)
+        go(write_end)
 
     mover = threading.Thread(target=remove_then_go)
     mover.start()
