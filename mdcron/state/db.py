@@ -28,6 +28,13 @@ class Tables:
     def _rows(self, sql: str, args: tuple[object, ...] = ()) -> list[dict[str, object]]:
         return dict_rows(self.connect(), sql, args)
 
+    def _nothing_to_write(self, sql: str, args: tuple[object, ...]) -> bool:
+        """`sql` (what a write would change) finds no row, read outside a write transaction:
+        the write may be skipped, as if it ran at this read (issue 27: a success after a
+        success took write turns for transactions that changed nothing). Never for a run
+        holding a lease (issue 11: its writes check the lease is still its own, and say so)."""
+        return self.fence is None and self.connect().execute(sql, args).fetchone() is None
+
 
 def dict_rows(db: Any, sql: str, args: tuple[object, ...] | list[object] = ()
               ) -> list[dict[str, object]]:

@@ -33,9 +33,9 @@ class IncidentsTable(Tables):
         success): nothing is written (issue 27: no write turn for a transaction that changed
         nothing; one that opens meanwhile is as if opened after this call). A run holding a
         lease writes all the same (issue 11: its writes check the lease is still its own)."""
-        if self.fence is None and self.connect().execute(
+        if self._nothing_to_write(
                 "SELECT 1 FROM incidents WHERE task_id = ? AND status = 'open' LIMIT 1",
-                (task_id,)).fetchone() is None:
+                (task_id,)):
             return []
         with self.write() as db:
             ids = [r[0] for r in db.execute(

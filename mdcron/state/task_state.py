@@ -190,16 +190,9 @@ class TaskStateTable(Tables):
         return bool(row and row[0])
 
     def _unchanged(self, column: str, task_id: str) -> bool:
-        """The task's `column` is 0 or it has no row, read without a write transaction: a
-        write that would set it to 0 may then be skipped (nothing else is decided from it, so
-        it is as if the write ran at this read). Not for a run holding a lease (issue 11: its
-        writes check the lease is still its own, and say when it is not)."""
-        if self.fence is not None:
-            return False
-        row = self.connect().execute(
-            f"SELECT {column} FROM task_state WHERE task_id = ?", (task_id,)  # noqa: S608
-        ).fetchone()
-        return not row or not row[0]
+        """The task's `column` is 0 (or NULL) or it has no row: setting it to 0 writes nothing."""
+        return self._nothing_to_write(
+            f"SELECT 1 FROM task_state WHERE task_id = ? AND {column} != 0", (task_id,))  # noqa: S608
 
     def suspensions(self) -> dict[str, Suspension]:
         """The suspended tasks by id (every host honours them, hosts/peers.py)."""
