@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from conftest import render_task
+from conftest import age_cache, render_task, run_cli
 
 from mdcron.cli.warm import EX_STALE, RECHECK_S, Ahead
 from mdcron.settings.config import load_config
@@ -169,3 +169,45 @@ def test_a_tasks_folder_gone_by_the_boundary_hands_the_minute_to_a_fresh_tick(ho
     finally:
         gc.unfreeze()
         mover.join(5)
+
+
+def _commands_at_the_boundary(home, edit) -> dict[str, str]:
+    """warm_and_wait with `edit` made 0.15 s before the boundary; each task's command as the
+    tick at the boundary has it. The tasks folder is watched (core/folder_watch.py) where
+    this filesystem allows: the edits below are the ones a folder's watch does not see."""
+    config, _ = load_config(home)
+    boundary = time.time() + 1.0
+    ahead, write_end = held(home, boundary, own_clock=True)
+
+    def edits() -> None:
+        until(boundary - 0.15)
+        edit()
+        until(boundary + 0.1)
+        go(write_end)
+
+    editor = threading.Thread(target=edits)
+    editor.start()
+    try:
+        assert ahead.warm_and_wait(config, keys.config_text(str(home))) is None
+        editor.join(5)
+        return {e.id: ahead.view.task(e).command for e in ahead.view.valid}
+    finally:
+        gc.unfreeze()
+        editor.join(5)
+        if ahead.view is not None:
+            ahead.view.close()
+        if ahead.store is not None:
+            ahead.store.close()
+
+
+def test_a_task_file_edited_through_a_hard_link_elsewhere_is_seen(home, tmp_path, write_task):
+    write_task("a", command="echo old")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.link(home / "tasks" / "a.md", elsewhere / "a.md")
+    assert run_cli(home, "validate").returncode == 0
+    assert run_cli(home, "tick", "--now", "2026-11-23T09:00:00+00:00").returncode == 0
+    age_cache(home)  # its cached row holds unless the tick sees the file change
+    edit = lambda: (elsewhere / "a.md").write_text(  # noqa: E731  # the same inode
+        render_task("a", command="echo new"), encoding="utf-8")
+    assert _commands_at_the_boundary(home, edit) == {"a": "echo new"}

@@ -38,6 +38,7 @@ from ..state import idle as fastpath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..core.folder_watch import FolderWatch
     from ..schedule.cache import View
     from ..settings.config import Config
     from ..state.store import Store
@@ -73,7 +74,10 @@ class Ahead:
         self.own_clock = at is None if own_clock is None else own_clock
         self.view: View | None = None  # warm_and_wait: the task files, loaded, then refreshed
         self.store: Store | None = None  # warm_and_wait: the state database, opened ahead
+        self.watch: FolderWatch | None = None  # warm_and_wait: on the tasks folder, from before
+        # the view's load to the go (core/folder_watch.py): while quiet, no stats at the go
         self.code = keys.code_fingerprint()
+        self.code_watched = False  # warm_and_wait: the watch also stands for the code's stats
         self.folder = os.path.join(home, "tasks")  # warm_and_wait: the configured one
         self.boundary = boundary = at if at is not None else (time.time() // 60 + 1) * 60
         try:
@@ -103,7 +107,7 @@ class Ahead:
         return self._check(checks)
 
     def _check(self, checks: Callable[[], int | None] | None) -> int | None:
-        if keys.code_fingerprint() != self.code:
+        if not self._code_quiet() and keys.code_fingerprint() != self.code:
             return EX_STALE
         keys.pin_code(self.code)  # just compared: the cache key needs it again
         return checks() if checks is not None else None
@@ -117,21 +121,34 @@ class Ahead:
             from ..run.cgroup_keep import keep_joins_quick  # lazy: as warm_up
 
             keep_joins_quick(REWARM_S + KEEP_AHEAD_S)
-        try:
-            fastpath.scan(self.folder)
-        except OSError:
-            pass  # the tick at the minute says what is wrong
-        keys.code_fingerprint()
+        if self.watch is None or not self.watch.quiet():  # else the go stats no task file
+            try:
+                fastpath.scan(self.folder)
+            except OSError:
+                pass  # the tick at the minute says what is wrong
+        if not self._code_quiet():
+            keys.code_fingerprint()
         keys.config_text(self.home)
+
+    def _code_quiet(self) -> bool:
+        """No module of the package changed since self.code was read: the watch says so."""
+        return self.code_watched and self.watch is not None and self.watch.quiet()
 
     def warm_and_wait(self, config: Config, config_text: str | None) -> int | None:
         """After main() parsed the arguments and read the config (`config_text`, as read):
         import the rest of the tick path, wait; EX_STALE when the config's bytes changed."""
         warm_up()
         self.folder = str(config.tasks_dir)
+        from ..core.folder_watch import FolderWatch  # lazy: as warm_up
         from ..schedule.cache import load  # lazy: as warm_up
 
-        self.view = load(config)  # the rows read now; refresh() stats the files at the go
+        # before the load: what changes after the load's stats stirs it (the go refreshes)
+        self.watch = FolderWatch.start({self.folder: ".md",
+                                        **dict.fromkeys(keys.code_folders())})
+        self.view = load(config)
+        if self.watch is not None:
+            self.watch.close_aside()  # at the go, closed off the runs' way
+            self.code_watched = keys.code_fingerprint() == self.code  # else read at the go
         due = decode_due(self.view, self.boundary)
         opened, spare = None, []
         if not config.state_url and config.db_path.is_file():
@@ -160,12 +177,14 @@ class Ahead:
             if keys.config_text(self.home) != config_text:
                 return EX_STALE
             try:
-                view.refresh()
+                view.refresh(self.watch)
             except OSError:  # the tasks folder gone or unreadable: a fresh tick says so, as
                 return EX_STALE  # a cold one does (made at the boundary, never a traceback)
             return None
 
         held = self.wait(checks)
+        if self.watch is not None:
+            self.watch.close_now()
         if held is not None:
             self.view.close()
             self.view = None

@@ -79,6 +79,18 @@ def pin_seen_code() -> None:
         pin_code(_seen_code)
 
 
+def code_folders() -> list[str]:
+    """The package's folders whose modules code_fingerprint reads."""
+    found, folders = [], [PACKAGE_DIR]
+    while folders:
+        folder = folders.pop()
+        found.append(folder)
+        with os.scandir(folder) as entries:
+            folders += [e.path for e in entries
+                        if e.is_dir() and not e.name.startswith(("_", "."))]
+    return found
+
+
 def code_fingerprint() -> str:
     """Name, size and mtime of every module of mdcron: new code never trusts old rows."""
     if _pinned_code is not None:

@@ -92,6 +92,17 @@ def scan(folder: str) -> dict[str, Stat | None]:
     return found
 
 
+def stat_of(path: str) -> Stat | None:
+    """One task file's stat as scan() takes it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_mode & _FMT != _REG:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns
+
+
 _last_scan: tuple[str, int, dict[str, Stat | None]] | None = None
 
 

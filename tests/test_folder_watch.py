@@ -1,0 +1,162 @@
+"""core/folder_watch.py: the daemon's held tick asks one inotify read, not 1,100 stats, whether
+anything in the tasks folder (or the code) changed since its view was loaded (issue 27). Every
+way a task file can change must stir the watch, or be left to a stat (links); a filesystem it
+cannot see every change of gets no watch. Real folders, real files, the real kernel."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from mdcron.core.folder_watch import FolderWatch
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for name in ("a.md", "b.md", ".hidden.md", "notes.txt"):
+        (tasks / name).write_text(f"{name}\n", encoding="utf-8")
+    return tasks
+
+
+def watching(folder: Path) -> FolderWatch:
+    watch = FolderWatch.start({str(folder): ".md"})
+    if watch is None:
+        pytest.skip(f"{folder}: no inotify watch here (not a local filesystem, or limits)")
+    return watch
+
+
+def test_an_untouched_folder_is_quiet_and_reading_it_does_not_stir_it(folder):
+    watch = watching(folder)
+    try:
+        for path in folder.iterdir():
+            path.read_bytes()
+            os.stat(path)
+        assert watch.quiet() and watch.quiet()
+        assert watch.links == []
+    finally:
+        watch.close()
+
+
+def _rename_over(folder: Path, _: Path) -> None:  # how editors save
+    (folder / "a.tmp").write_text("new\n", encoding="utf-8")
+    os.replace(folder / "a.tmp", folder / "a.md")
+
+
+def _through_a_hard_link(folder: Path, elsewhere: Path) -> None:
+    os.link(folder / "a.md", elsewhere / "same.md")  # made after the watch started
+    with open(elsewhere / "same.md", "a", encoding="utf-8") as f:
+        f.write("enabled: false\n")
+
+
+def _folder_swapped(folder: Path, elsewhere: Path) -> None:
+    folder.rename(elsewhere / "old-tasks")
+    folder.mkdir()
+
+
+CHANGES = {
+    "written": lambda folder, _: (folder / "a.md").write_text("new\n", encoding="utf-8"),
+    "appended": lambda folder, _: open(folder / "b.md", "a").close(),  # opened for writing
+    "touched": lambda folder, _: os.utime(folder / "a.md", ns=(1, 1)),
+    "chmod": lambda folder, _: os.chmod(folder / "a.md", 0o600),
+    "created": lambda folder, _: (folder / "c.md").write_text("c\n", encoding="utf-8"),
+    "hidden file created": lambda folder, _: (folder / ".x.md").write_text("", encoding="utf-8"),
+    "removed": lambda folder, _: (folder / "b.md").unlink(),
+    "moved out": lambda folder, elsewhere: (folder / "b.md").rename(elsewhere / "b.md"),
+    "moved in": lambda folder, elsewhere: (
+        (elsewhere / "n.md").write_text("n\n", encoding="utf-8"),
+        (elsewhere / "n.md").rename(folder / "n.md")),
+    "renamed over (an editor's save)": _rename_over,
+    "written through a hard link elsewhere": _through_a_hard_link,
+    "the folder swapped for another": _folder_swapped,
+    "the folder removed": lambda folder, elsewhere: folder.rename(elsewhere / "gone"),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_every_way_a_task_file_changes_stirs_the_watch(folder, tmp_path, change):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    watch = watching(folder)
+    try:
+        assert watch.quiet()
+        CHANGES[change](folder, elsewhere)
+        assert not watch.quiet(), change
+        assert not watch.quiet()  # once stirred, for good
+    finally:
+        watch.close()
+
+
+def test_a_symlinked_task_file_is_left_to_a_stat(folder, tmp_path):
+    """The target's path can change out of the watch's sight: the link is listed, not vouched
+    for (View.refresh stats it again)."""
+    target = tmp_path / "kept-elsewhere.md"
+    target.write_text("x\n", encoding="utf-8")
+    (folder / "linked.md").symlink_to(target)
+    watch = watching(folder)
+    try:
+        assert watch.links == [str(folder / "linked.md")]
+        assert watch.quiet()
+    finally:
+        watch.close()
+
+
+def test_a_folder_of_a_filesystem_another_machine_may_write_gets_no_watch():
+    """procfs stands here for the types it does not trust (NFS, SMB, FUSE: not every change
+    comes through this kernel): the caller stats everything, as without a watch."""
+    assert FolderWatch.start({"/proc": None}) is None
+
+
+def test_a_missing_folder_gets_no_watch(tmp_path):
+    assert FolderWatch.start({str(tmp_path / "absent"): ".md"}) is None
+
+
+def test_several_folders_one_watch_any_of_them_stirs_it(folder, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "mod.py").write_text("x = 1\n", encoding="utf-8")
+    watch = FolderWatch.start({str(folder): ".md", str(code): None})
+    if watch is None:
+        pytest.skip("no inotify watch here")
+    try:
+        assert watch.quiet()
+        (code / "mod.py").write_text("x = 2\n", encoding="utf-8")
+        assert not watch.quiet()
+    finally:
+        watch.close()
+
+
+def _is_inotify(fd: int) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    except OSError:
+        return False
+
+
+def test_close_aside_closes_on_its_cue_from_its_own_thread(folder):
+    watch = watching(folder)
+    watch.close_aside()
+    fd = watch.fd
+    assert _is_inotify(fd)
+    assert watch.quiet()  # waiting for its cue, it still watches
+    closer = [t for t in threading.enumerate() if t.name == "folder-watch-close"]
+    assert len(closer) == 1 and closer[0].is_alive()
+    watch.close_now()
+    assert not watch.quiet()
+    closer[0].join(10)
+    assert watch.fd is None and not _is_inotify(fd)
+
+
+def test_its_descriptor_is_not_inherited_by_what_the_tick_starts(folder):
+    watch = watching(folder)
+    try:
+        assert not os.get_inheritable(watch.fd)
+    finally:
+        watch.close()
