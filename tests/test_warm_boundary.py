@@ -11,6 +11,7 @@ import gc
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from conftest import age_cache, render_task, run_cli
 
@@ -110,23 +111,20 @@ def test_a_tick_given_now_checks_after_the_go(home):
     assert [what for what, _ in log] == ["go", "checks"]
 
 
-def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
-    """warm_and_wait end to end: a task file changed just before the boundary is seen; one
-    changed between the boundary and a late go is left to the next minute, as a tick started
-    at the boundary would."""
-    write_task("a", command="echo old-a")
-    write_task("b", command="echo old-b")
+def commands_at_the_boundary(home, before: Callable[[], object],
+                             after: Callable[[], object] = lambda: None) -> dict[str, str]:
+    """warm_and_wait end to end, the edit `before` made 0.15 s before the boundary and `after`
+    0.15 s after it, the go at +0.3 s: each task's command as the tick at the boundary has it.
+    The tasks folder is watched (core/folder_watch.py) where this filesystem allows."""
     config, _ = load_config(home)
     boundary = time.time() + 1.0
     ahead, write_end = held(home, boundary, own_clock=True)
 
     def edits() -> None:
         until(boundary - 0.15)
-        (home / "tasks" / "a.md").write_text(render_task("a", command="echo new-a"),
-                                             encoding="utf-8")
+        before()
         until(boundary + 0.15)
-        (home / "tasks" / "b.md").write_text(render_task("b", command="echo new-b"),
-                                             encoding="utf-8")
+        after()
         until(boundary + 0.3)
         go(write_end)
 
@@ -135,8 +133,7 @@ def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
     try:
         assert ahead.warm_and_wait(config, keys.config_text(str(home))) is None
         editor.join(5)
-        commands = {e.id: ahead.view.task(e).command for e in ahead.view.valid}
-        assert commands == {"a": "echo new-a", "b": "echo old-b"}
+        return {e.id: ahead.view.task(e).command for e in ahead.view.valid}
     finally:
         gc.unfreeze()  # warm_and_wait froze what this process holds
         editor.join(5)
@@ -144,6 +141,17 @@ def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
             ahead.view.close()
         if ahead.store is not None:
             ahead.store.close()
+
+
+def test_the_files_are_as_they_were_at_the_boundary(home, write_task):
+    """A task file changed just before the boundary is seen; one changed between the boundary
+    and a late go is left to the next minute, as a tick started at the boundary would."""
+    write_task("a", command="echo old-a")
+    write_task("b", command="echo old-b")
+    commands = commands_at_the_boundary(
+        home, lambda: write_task("a", command="echo new-a"),
+        lambda: write_task("b", command="echo new-b"))
+    assert commands == {"a": "echo new-a", "b": "echo old-b"}
 
 
 def test_a_tasks_folder_gone_by_the_boundary_hands_the_minute_to_a_fresh_tick(home,
@@ -171,35 +179,6 @@ def test_a_tasks_folder_gone_by_the_boundary_hands_the_minute_to_a_fresh_tick(ho
         mover.join(5)
 
 
-def _commands_at_the_boundary(home, edit) -> dict[str, str]:
-    """warm_and_wait with `edit` made 0.15 s before the boundary; each task's command as the
-    tick at the boundary has it. The tasks folder is watched (core/folder_watch.py) where
-    this filesystem allows: the edits below are the ones a folder's watch does not see."""
-    config, _ = load_config(home)
-    boundary = time.time() + 1.0
-    ahead, write_end = held(home, boundary, own_clock=True)
-
-    def edits() -> None:
-        until(boundary - 0.15)
-        edit()
-        until(boundary + 0.1)
-        go(write_end)
-
-    editor = threading.Thread(target=edits)
-    editor.start()
-    try:
-        assert ahead.warm_and_wait(config, keys.config_text(str(home))) is None
-        editor.join(5)
-        return {e.id: ahead.view.task(e).command for e in ahead.view.valid}
-    finally:
-        gc.unfreeze()
-        editor.join(5)
-        if ahead.view is not None:
-            ahead.view.close()
-        if ahead.store is not None:
-            ahead.store.close()
-
-
 def test_a_task_file_edited_through_a_hard_link_elsewhere_is_seen(home, tmp_path, write_task):
     write_task("a", command="echo old")
     elsewhere = tmp_path / "elsewhere"
@@ -210,4 +189,4 @@ def test_a_task_file_edited_through_a_hard_link_elsewhere_is_seen(home, tmp_path
     age_cache(home)  # its cached row holds unless the tick sees the file change
     edit = lambda: (elsewhere / "a.md").write_text(  # noqa: E731  # the same inode
         render_task("a", command="echo new"), encoding="utf-8")
-    assert _commands_at_the_boundary(home, edit) == {"a": "echo new"}
+    assert commands_at_the_boundary(home, edit) == {"a": "echo new"}
