@@ -140,18 +140,16 @@ def _is_inotify(fd: int) -> bool:
         return False
 
 
-def test_close_aside_closes_on_its_cue_from_its_own_thread(folder):
+def test_close_later_closes_from_its_own_thread_and_quiet_says_so(folder):
     watch = watching(folder)
-    watch.close_aside()
     fd = watch.fd
-    assert _is_inotify(fd)
-    assert watch.quiet()  # waiting for its cue, it still watches
+    watch.close_later(0.3)
+    assert _is_inotify(fd) and watch.quiet()  # still watching until then
     closer = [t for t in threading.enumerate() if t.name == "folder-watch-close"]
-    assert len(closer) == 1 and closer[0].is_alive()
-    watch.close_now()
-    assert not watch.quiet()
+    assert len(closer) == 1
     closer[0].join(10)
     assert watch.fd is None and not _is_inotify(fd)
+    assert not watch.quiet()  # closed: it vouches for nothing
 
 
 def test_its_descriptor_is_not_inherited_by_what_the_tick_starts(folder):

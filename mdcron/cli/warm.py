@@ -48,6 +48,8 @@ REWARM_S = 0.3  # Ahead.rewarm: this long before the minute, if the go has not c
 SPIN_S = 0.002  # the boundary's last moments waited awake (a timed wake-up came ~0.3 ms late)
 RECHECK_S = 1.0  # checks made at the boundary hold for a go this late at most (Ahead.wait)
 KEEP_AHEAD_S = 0.2  # and the cgroup joins kept quick from then until this long past it
+WATCH_AFTER_S = 2.0  # the tasks folder's watch (core/folder_watch.py) is closed this long past it
+WATCH_NOW_S = 60.0  # or, for a tick given --now (no real instant), this long after its warm-up
 
 
 def split_warm_fd(argv: list[str]) -> tuple[list[str], int | None]:
@@ -146,8 +148,9 @@ class Ahead:
         self.watch = FolderWatch.start({self.folder: ".md",
                                         **dict.fromkeys(keys.code_folders())})
         self.view = load(config)
-        if self.watch is not None:
-            self.watch.close_aside()  # at the go, closed off the runs' way
+        if self.watch is not None:  # closed once the runs have started (or the tick ends)
+            ahead_s = self.boundary - time.time() if self.own_clock else WATCH_NOW_S
+            self.watch.close_later(max(0.0, ahead_s) + WATCH_AFTER_S)
             self.code_watched = keys.code_fingerprint() == self.code  # else read at the go
         due = decode_due(self.view, self.boundary)
         opened, spare = None, []
@@ -183,9 +186,9 @@ class Ahead:
             return None
 
         held = self.wait(checks)
-        if self.watch is not None:
-            self.watch.close_now()
         if held is not None:
+            if self.watch is not None:
+                self.watch.close()
             self.view.close()
             self.view = None
             if opened is not None:

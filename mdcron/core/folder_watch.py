@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
@@ -54,7 +55,7 @@ class FolderWatch:
         self.folders: dict[str, tuple[int, int]] = {}  # path -> (st_dev, st_ino) watched
         self.links: list[str] = []  # files that are symbolic links: not vouched for
         self.stirred = False
-        self._closing: threading.Event | None = None  # close_aside's cue
+        self._lock = threading.Lock()  # close_later's thread and quiet()
 
     @classmethod
     def start(cls, folders: dict[str, str | None]) -> FolderWatch | None:
@@ -103,15 +104,16 @@ class FolderWatch:
 
     def quiet(self) -> bool:
         """Nothing stirred since start: no event (nor the kernel's queue overflowing), and each
-        path still names the folder watched. Once False, False for good."""
-        if self.stirred or self.fd is None:
-            return False
-        try:
-            self.stirred = bool(os.read(self.fd, 4096))
-        except BlockingIOError:
-            pass
-        except OSError:
-            self.stirred = True
+        path still names the folder watched. Once False, False for good (closed: False)."""
+        with self._lock:  # never a read of a descriptor number close() has given back
+            if self.stirred or self.fd is None:
+                return False
+            try:
+                self.stirred = bool(os.read(self.fd, 4096))
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.stirred = True
         for folder, ident in self.folders.items():
             try:
                 st = os.stat(folder)
@@ -124,31 +126,22 @@ class FolderWatch:
         return not self.stirred
 
     def close(self) -> None:
-        fd, self.fd = self.fd, None
-        if fd is not None:
-            os.close(fd)
+        with self._lock:
+            fd, self.fd = self.fd, None
+            if fd is not None:
+                os.close(fd)
 
-    def close_aside(self) -> None:
-        """close() by a thread of its own, started now, waiting (without the GIL) until
-        close_now() says so: the kernel drops a mark per file with waits (1-13 ms measured at
-        1,100 files, ~0.1 ms of it CPU) that the runs starting then need not share, nor a
-        thread's start (~0.5-2 ms of handing the GIL over)."""
-        closing = self._closing = threading.Event()
+    def close_later(self, seconds: float) -> None:
+        """close() in `seconds` by a thread of its own: the kernel drops a mark per file with
+        waits (1-13 ms at 1,100 files, ~0.1-1 ms of it CPU), and a thread woken to do it takes
+        the GIL from the tick once (~0.8 ms measured at the go): both left to a moment after
+        the runs have started. quiet() is False once it is closed."""
 
-        def close_on_cue() -> None:
-            closing.wait()
+        def close_then() -> None:
+            time.sleep(seconds)
             self.close()
 
-        threading.Thread(target=close_on_cue, name="folder-watch-close", daemon=True).start()
-
-    def close_now(self) -> None:
-        """The thread of close_aside() closes the watch (else this does, at once); quiet() is
-        False from here."""
-        self.stirred = True
-        if self._closing is not None:
-            self._closing.set()
-        else:
-            self.close()
+        threading.Thread(target=close_then, name="folder-watch-close", daemon=True).start()
 
 
 _LIBC: list = []  # _libc's answer, once found
