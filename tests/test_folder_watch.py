@@ -158,3 +158,48 @@ def test_its_descriptor_is_not_inherited_by_what_the_tick_starts(folder):
         assert not os.get_inheritable(watch.fd)
     finally:
         watch.close()
+
+
+UNREADABLE_CHECK = """
+import ctypes, os, sys
+from mdcron.core.folder_watch import FolderWatch
+folder = sys.argv[1]
+if os.geteuid() == 0:  # root reads every file: as nobody, /proc/self still its own (dumpable)
+    os.setresuid(65534, 65534, 0)
+    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+watch = FolderWatch.start({folder: ".md"})
+assert watch is not None, "no watch at all"
+assert watch.links == [os.path.join(folder, "b.md")], watch.links
+assert watch.quiet()
+os.utime(os.path.join(folder, "a.md"))
+assert not watch.quiet()
+print("ok")
+"""
+
+
+def test_an_unreadable_task_file_is_left_to_a_stat_and_the_others_still_watched():
+    """The kernel watches only what the user can read. Checked as `nobody` where the tests
+    are root (root reads every file), in a folder of its own."""
+    import subprocess
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="mdcron-watch-")
+    try:
+        os.chmod(base, 0o755)
+        folder = Path(base) / "tasks"
+        folder.mkdir()
+        for name in ("a.md", "b.md"):
+            (folder / name).write_text("x\n", encoding="utf-8")
+        os.chmod(folder / "b.md", 0)
+        if os.geteuid() == 0:
+            os.chown(folder, 65534, 65534)
+            os.chown(folder / "a.md", 65534, 65534)
+        repo = Path(__file__).resolve().parents[1]
+        done = subprocess.run([sys.executable, "-c", UNREADABLE_CHECK, str(folder)],
+                              capture_output=True, text=True, cwd=repo,
+                              env={**os.environ, "PYTHONPATH": str(repo)}, timeout=60)
+        assert done.stdout.strip() == "ok", done.stderr
+    finally:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)

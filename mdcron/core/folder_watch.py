@@ -11,8 +11,9 @@ attributes changed; the folder itself moved or removed), and with `files=` each 
 own inode too (a write through a hard link in another folder is reported to the inode, not to
 this folder). The caller also compares the path to the folder it watched (a folder put in its
 place is not the one watched). What a watch cannot vouch for, listed in `links`: files that
-are symbolic links (the target's path can change out of its sight) or on another filesystem
-(a file mounted over one); the caller stats them as before.
+are symbolic links (the target's path can change out of its sight), on another filesystem
+(a file mounted over one) or unreadable (the kernel watches only what the user can read); the
+caller stats them as before.
 
 No watch (start() gives None: the caller stats everything, as before) where inotify cannot
 see every change: a filesystem another machine can write to (NFS, SMB, FUSE, 9p, ...: only
@@ -30,6 +31,7 @@ import os
 import sys
 import threading
 import time
+from errno import EACCES, ENOENT
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
@@ -53,7 +55,7 @@ class FolderWatch:
     def __init__(self, fd: int) -> None:
         self.fd: int | None = fd
         self.folders: dict[str, tuple[int, int]] = {}  # path -> (st_dev, st_ino) watched
-        self.links: list[str] = []  # files that are symbolic links: not vouched for
+        self.links: list[str] = []  # files not vouched for: symbolic links, unreadable files
         self.stirred = False
         self._lock = threading.Lock()  # close_later's thread and quiet()
 
@@ -98,9 +100,18 @@ class FolderWatch:
                         self.links.append(os.path.join(folder, name))  # a file mounted here too
                     elif libc.inotify_add_watch(self.fd, os.fsencode(f"{here}/{name}"),
                                                 FILE_EVENTS | IN_DONT_FOLLOW) < 0:
-                        raise OSError(f"{folder}/{name}: no watch")
+                        self._unwatched(os.path.join(folder, name), _errno())
         finally:
             os.close(dfd)
+
+    def _unwatched(self, path: str, errno: int) -> None:
+        """A file the kernel would not watch: left to a stat when it is unreadable (the
+        folder's watch still sees it replaced), none needed when it is gone (the folder's watch
+        saw that); any other refusal (the limits) and there is no watch."""
+        if errno == EACCES:
+            self.links.append(path)
+        elif errno != ENOENT:
+            raise OSError(errno, f"{path}: no watch")
 
     def quiet(self) -> bool:
         """Nothing stirred since start: no event (nor the kernel's queue overflowing), and each
@@ -164,6 +175,12 @@ def _find_libc():
     except (ImportError, OSError, AttributeError):
         return None
     return libc
+
+
+def _errno() -> int:
+    import ctypes  # lazy: loaded already by _libc
+
+    return ctypes.get_errno()
 
 
 def _fs_type(libc, path: str) -> int | None:
