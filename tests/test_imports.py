@@ -79,7 +79,7 @@ import sys
 OFF = ("typing", "ctypes", "importlib", "mdcron.run.overlap", "mdcron.hosts.replace_marks",
        "mdcron.run.pings", "mdcron.run.exit_time", "mdcron.run.stop", "mdcron.run.retention",
        "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url",
-       "mdcron.core.accounts", "grp")
+       "mdcron.core.accounts", "grp", "shlex")
 loaded = []
 def hook(event, args):
     if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
@@ -102,7 +102,8 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     the tick loads the commands' actions only for a timed pause that is over, and the audit of
     commands not at all; this host's name is found without state_url.py's patterns; secret
     names without a glob are compared, not compiled by fnmatch; user and group names are
-    looked up (core/accounts.py, grp) only for a task that names an account."""
+    looked up (core/accounts.py, grp) only for a task that names an account; shlex splits
+    only a script task's command (or one that names claude)."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),
