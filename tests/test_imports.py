@@ -36,7 +36,8 @@ names = [("mdcron.core.units", "_DURATION"), ("mdcron.core.units", "_COMPOUND"),
          ("mdcron.core.cron", "_ITEM"), ("mdcron.core.accounts", "NAME"),
          ("mdcron.settings.notify", "_QUIET"), ("mdcron.settings.state_url", "_PASSWORD_PARAM"),
          ("mdcron.tasks.outside_keys", "_SIZE"), ("mdcron.tasks.outside_keys", "_URL_HOST"),
-         ("mdcron.tasks.run_keys", "_EXPONENTIAL"), ("mdcron.run.ticklog", "_TASK_PREFIX")]
+         ("mdcron.tasks.run_keys", "_EXPONENTIAL"), ("mdcron.run.ticklog", "_TASK_PREFIX"),
+         ("mdcron.core.envref", "ENV_REF"), ("mdcron.core.envref", "SCHEME")]
 values = [getattr(importlib.import_module(m), n) for m, n in names]
 texts = {v if isinstance(v, str) else v.pattern for v in values}
 print("COMPILED", sorted(k[1] for k in re._cache if k[1] in texts))
@@ -86,6 +87,10 @@ def hook(event, args):
         loaded.append(sorted(m for m in OFF if m in sys.modules))
         globs = sys.modules["fnmatch"]._compile_pattern.cache_info().currsize  # pathlib's
         print("GLOBS COMPILED", globs)
+        import re
+        from mdcron.core import envref
+        refs = {envref.ENV_REF.pattern, envref.SCHEME.pattern}
+        print("ENVREF COMPILED", sorted(k[1] for k in re._cache if k[1] in refs))
 sys.addaudithook(hook)
 from mdcron.cli.main import main
 main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
@@ -103,7 +108,8 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     commands not at all; this host's name is found without state_url.py's patterns; secret
     names without a glob are compared, not compiled by fnmatch; user and group names are
     looked up (core/accounts.py, grp) only for a task that names an account; shlex splits
-    only a script task's command (or one that names claude)."""
+    only a script task's command (or one that names claude); a config without `${` and
+    without notification URLs compiles neither of envref's patterns."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),
@@ -112,3 +118,4 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
         age_cache(home)  # files as old as cron's: the next tick trusts its cache
     assert "BEFORE THE TASK [[]]" in out.stdout, out.stdout + out.stderr
     assert "GLOBS COMPILED 0" in out.stdout, out.stdout + out.stderr
+    assert "ENVREF COMPILED []" in out.stdout, out.stdout + out.stderr

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..core.envref import ENV_REF
+from ..core.envref import env_refs
 from ..core.problems import Problem, unknown_key
 from ..core.records import dataclass, field, replace
 from ..core.units import DurationError, duration_between, parse_duration, whole_number
@@ -329,7 +329,7 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
     if errors:
         raise ConfigError(errors)
     values["notify"] = replace(notify, timezone=values.get("timezone"))
-    values["env_refs"] = tuple(sorted(set(ENV_REF.findall(repr(data)))))
+    values["env_refs"] = tuple(sorted(set(env_refs(repr(data)))))
     # type: ignore[arg-type]
     return (Config(home=home, path=path if exists else None, claude=claude,
                    **values), warnings)
