@@ -158,7 +158,7 @@ def seal(db: Any, values: dict[str, str]) -> None:
                " DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
 
-# Issue 27, the tick's lean load (schedule/cache_lean.py). A row is quiet when what it says
+# Issue 27, the tick's lean load (schedule/cache_fill.py). A row is quiet when what it says
 # holds whatever its file's stat is (no problems, no outside paths, not racily clean when read)
 # and its task cannot be a candidate at :now (disabled, or next_due after :now)...
 QUIET = ("(c.task_id IS NOT NULL AND c.problems IS NULL AND c.deps = ''"
