@@ -23,7 +23,6 @@ from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
 from ..core.records import dataclass, field
 from ..schedule.held import honour as honour_held
-from ..schedule.observe import observe
 from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state.clockback import ahead
@@ -95,7 +94,11 @@ def plan(
             continue
         from ..core.cron import decide, schedule_of
 
-        state = states.get(task.id) or observe(None, task, now)
+        state = states.get(task.id)
+        if state is None:
+            from ..schedule.observe import observe  # lazy: a task without a state row
+
+            state = observe(None, task, now)
         try:
             decision = decide(
                 schedule_of(task, config),

@@ -55,7 +55,6 @@ from .cache_json import problems_digest as problems_digest
 from .cache_json import problems_from_json as problems_from_json
 from .cache_json import problems_to_json as problems_to_json
 from .cache_summary import cache_key_of, open_cache, write_summary
-from .observe import observe
 
 # --------------------------------------------------------------- the view of one pass
 
@@ -217,6 +216,8 @@ class View:
                 states = state_rows(self.db)
             except sqlite3.Error:
                 states = {}
+        from .observe import observe  # lazy: a dry run only (the tick writes its states)
+
         limit = now + fastpath.FUTURE_SLACK  # the clock went back: as the tick would clear it
         states = {k: cleared(s, now, limit) for k, s in states.items()}
         for e in self.valid:
