@@ -88,9 +88,8 @@ def fill_lean(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
         elif path not in files:
             gone.append(path)
         # else the file changed: read below, as from_row refuses its row
-    for path in sorted(files):
-        if path not in quiet:
-            _add(view, path, files[path], rest.get(path), read_ns)
+    for path in sorted(files.keys() - quiet.keys()):  # the files that may matter, in order
+        _add(view, path, files[path], rest.get(path), read_ns)
     view.removed = [p for p in rest if p not in files] + gone
     view.quiet, view.lean = quiet, (gen, now, read_ns)
     return True
