@@ -73,6 +73,68 @@ def test_flat_reads_key_value_lines_and_gives_up_on_anything_else():
         assert flat(text) is None, text
 
 
+_OLD_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#.*)?")
+_OLD_PLAIN = re.compile(r"[A-Za-z0-9_./+@=:-][A-Za-z0-9_./+@=: -]*")
+
+
+def _old_flat(text: str) -> dict | None:
+    """flat() as it was before simple_line: every line through the patterns."""
+    data: dict = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _OLD_LINE.fullmatch(line)
+        if match is None or match.group(1) in data:
+            return None
+        value = match.group(2)
+        if value is None:
+            data[match.group(1)] = None
+            continue
+        if not _OLD_PLAIN.fullmatch(value) or ": " in value:
+            return None
+        lower = value.lower()
+        data[match.group(1)] = (
+            lower == "true" if lower in ("true", "false") else None if lower in ("null", "~")
+            else int(value) if re.fullmatch(r"[-+]?(?:0|[1-9][0-9]*)", value)
+            else float(value) if re.fullmatch(r"[-+]?[0-9]+\.[0-9]+", value) else value)
+    return data
+
+
+def test_flat_reads_every_line_as_the_patterns_do():
+    """Issue 27: a plain `key: value` line is read without the patterns (config_data.simple_
+    line, _scalar by str methods); on random lines of keys, values, signs, dots, spaces, tabs,
+    colons, comments and non-ASCII digits flat() gives what the patterns alone gave."""
+    import random
+
+    rnd = random.Random(27)
+    pieces = ["a", "b_1", "_k", "1", "0", "00", "12", "-", "+", ".", "5.", ".5", "1.5", ":", " ",
+              "  ", "\t", "#", " #", "x y", "true", "Null", "~", "@", "=", "/", "'", "[", "&",
+              "\u0663", "\u00b2", "é", "-0", "+7", "1e3"]
+    for _ in range(6000):
+        lines = ["".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 6)))
+                 for _ in range(rnd.randint(1, 3))]
+        if rnd.random() < 0.7:
+            lines = [f"{rnd.choice(['a', 'k_2', 'x'])}:{line}" for line in lines]
+        if rnd.random() < 0.5:  # the plain shape: `key: value`, values built of number-ish bits
+            lines.append("k: " + "".join(rnd.choice(["0", "00", "1", "9", "-", "+", ".", "e",
+                                                     "x", "_"]) for _ in range(rnd.randint(1, 4))))
+        text = "\n".join(lines) + "\n"
+        old, new = _old_flat(text), flat(text)
+        assert old == new and [type(v) for v in (old or {}).values()] == [
+            type(v) for v in (new or {}).values()], text
+
+
+def test_a_plain_config_compiles_no_pattern():
+    probe = ("import re\nfrom mdcron.cli import config_data as c\n"
+             "data = c.flat('timezone: UTC\\nmax_parallel: 4\\ncatchup: 2h\\nx:\\n')\n"
+             "texts = {getattr(p, 'pattern', p) for p in (c._LINE, c._PLAIN)}\n"
+             "print(data, sorted(k[1] for k in re._cache if k[1] in texts))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.strip().endswith("'x': None} []"), out.stdout + out.stderr
+
+
 def test_a_symlinked_config_checked_is_never_written_through(home, write_task, tmp_path):
     """state/config-checked swapped for a link to a file of the user's: the tick replaces the
     link with its own file and leaves the target as it was."""

@@ -155,3 +155,21 @@ def test_runs_of_tasks_without_secrets_share_one_filtering_and_see_a_changed_env
     env = task_environment(BASE, task, secret_names=(*SECRETS, "LANG"), run_id=4, attempt=1,
                            claude_config_dir=tmp_path)
     assert "LANG" not in env
+
+
+def test_is_secret_matches_as_fnmatchcase_does():
+    """Issue 27: names without a glob are compared, not compiled; the answer is fnmatchcase's
+    for every name and pattern, specials and regex metacharacters included."""
+    import random
+    from fnmatch import fnmatchcase
+
+    from mdcron.settings.config import ALWAYS_SECRET, is_secret
+
+    rnd = random.Random(27)
+    alphabet = "AB_*?[]!-.\\+()^$"
+    for _ in range(3000):
+        names = tuple("".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 4)))
+                      for _ in range(rnd.randint(0, 3)))
+        name = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 4)))
+        want = any(fnmatchcase(name, p) for p in (*ALWAYS_SECRET, *names))
+        assert is_secret(name, names) is want, (name, names)

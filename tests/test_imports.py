@@ -31,11 +31,13 @@ def test_tick_imports_no_heavy_modules(home, write_task):
 PATTERNS_PROBE = """
 import importlib, re
 import mdcron.core.records, mdcron.core.wall_time, mdcron.core.due, mdcron.core.problems
+import mdcron.run.ticklog
 names = [("mdcron.core.units", "_DURATION"), ("mdcron.core.units", "_COMPOUND"),
          ("mdcron.core.cron", "_ITEM"), ("mdcron.core.accounts", "NAME"),
          ("mdcron.settings.notify", "_QUIET"), ("mdcron.settings.state_url", "_PASSWORD_PARAM"),
          ("mdcron.tasks.outside_keys", "_SIZE"), ("mdcron.tasks.outside_keys", "_URL_HOST"),
-         ("mdcron.tasks.run_keys", "_EXPONENTIAL")]
+         ("mdcron.tasks.run_keys", "_EXPONENTIAL"), ("mdcron.run.ticklog", "_TASK_PREFIX"),
+         ("mdcron.core.envref", "ENV_REF"), ("mdcron.core.envref", "SCHEME")]
 values = [getattr(importlib.import_module(m), n) for m, n in names]
 texts = {v if isinstance(v, str) else v.pattern for v in values}
 print("COMPILED", sorted(k[1] for k in re._cache if k[1] in texts))
@@ -77,11 +79,19 @@ SPAWN_PROBE = """
 import sys
 OFF = ("typing", "ctypes", "importlib", "mdcron.run.overlap", "mdcron.hosts.replace_marks",
        "mdcron.run.pings", "mdcron.run.exit_time", "mdcron.run.stop", "mdcron.run.retention",
-       "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url")
+       "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url",
+       "mdcron.core.accounts", "grp", "shlex", "mdcron.schedule.observe",
+       "mdcron.tasks.outside_keys")
 loaded = []
 def hook(event, args):
     if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
         loaded.append(sorted(m for m in OFF if m in sys.modules))
+        globs = sys.modules["fnmatch"]._compile_pattern.cache_info().currsize  # pathlib's
+        print("GLOBS COMPILED", globs)
+        import re
+        from mdcron.core import envref
+        refs = {envref.ENV_REF.pattern, envref.SCHEME.pattern}
+        print("ENVREF COMPILED", sorted(k[1] for k in re._cache if k[1] in refs))
 sys.addaudithook(hook)
 from mdcron.cli.main import main
 main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
@@ -96,7 +106,13 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     check finds modules with the interpreter's own PathFinder (no importlib, warnings); what
     only the end of a run needs (overlap, pings, a stopped run, retention) loads after it;
     the tick loads the commands' actions only for a timed pause that is over, and the audit of
-    commands not at all; this host's name is found without state_url.py's patterns."""
+    commands not at all; this host's name is found without state_url.py's patterns; secret
+    names without a glob are compared, not compiled by fnmatch; user and group names are
+    looked up (core/accounts.py, grp) only for a task that names an account; shlex splits
+    only a script task's command (or one that names claude); a config without `${` and
+    without notification URLs compiles neither of envref's patterns; the first-seen rule
+    (schedule/observe.py) loads only for a task without a state row, the size words
+    (tasks/outside_keys.py) only to word a kill."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),
@@ -104,3 +120,5 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
                              capture_output=True, text=True)
         age_cache(home)  # files as old as cron's: the next tick trusts its cache
     assert "BEFORE THE TASK [[]]" in out.stdout, out.stdout + out.stderr
+    assert "GLOBS COMPILED 0" in out.stdout, out.stdout + out.stderr
+    assert "ENVREF COMPILED []" in out.stdout, out.stdout + out.stderr

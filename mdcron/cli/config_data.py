@@ -31,10 +31,13 @@ from ..state import cache_key as keys
 NAME = "config-checked"
 ZONE_NAME = "zone-checked"
 LIMIT = 1 << 16  # a flat config is a few lines; a longer text goes to PyYAML
-_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#.*)?")
-_PLAIN = re.compile(r"[A-Za-z0-9_./+@=:-][A-Za-z0-9_./+@=: -]*")  # no quote, bracket, #, &, *
-_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[-+]?[0-9]+\.[0-9]+")
+# compiled by `re` on first use: a line of the plain shape (simple_line) needs none of them
+# (issue 27: their compiles cost a tick's first task ~0.5 ms)
+_LINE = r"([A-Za-z_][A-Za-z0-9_]*):(?:[ \t]+(.*?))?[ \t]*(?:[ \t]#.*)?"
+_PLAIN = r"[A-Za-z0-9_./+@=:-][A-Za-z0-9_./+@=: -]*"  # no quote, bracket, #, &, *
+_KEY_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_KEY = _KEY_START | frozenset("0123456789")
+_SIMPLE = _KEY | frozenset("./+@=-")  # _PLAIN's characters but space and `:`
 
 
 def load(home: Path, text: str | None, keep: bool) -> tuple[Config, list[Problem]]:
@@ -83,17 +86,35 @@ def flat(text: str) -> dict | None:
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue
-        match = _LINE.fullmatch(line)
-        if match is None or match.group(1) in data:
+        found = simple_line(line)
+        if found is not None:
+            key, value = found  # a plain value: _PLAIN's characters, no ": "
+        else:
+            match = re.fullmatch(_LINE, line)
+            if match is None:
+                return None
+            key, value = match.group(1), match.group(2)
+            if value is not None and (not re.fullmatch(_PLAIN, value) or ": " in value):
+                return None
+        if key in data:
             return None
-        value = match.group(2)
-        if value is None:
-            data[match.group(1)] = None  # `key:` alone: null, unless a section follows (then
-            continue  # its indented line does not match _LINE and this gives up)
-        if not _PLAIN.fullmatch(value) or ": " in value:
-            return None
-        data[match.group(1)] = _scalar(value)
+        # `key:` alone: null, unless a section follows (then its indented line gives up)
+        data[key] = None if value is None else _scalar(value)
     return data
+
+
+def simple_line(line: str) -> tuple[str, str | None] | None:
+    """(key, value) of a line `key: value` (one space, the value of _SIMPLE's characters) or
+    `key:`, which _LINE reads so and _PLAIN accepts; None for any other line (_LINE decides)."""
+    key, colon, rest = line.partition(":")
+    if not colon or not key or key[0] not in _KEY_START or not _KEY.issuperset(key):
+        return None
+    if not rest:
+        return key, None
+    value = rest[1:]
+    if rest[0] != " " or not value or not _SIMPLE.issuperset(value):
+        return None
+    return key, value
 
 
 def _scalar(value: str) -> object:
@@ -102,9 +123,11 @@ def _scalar(value: str) -> object:
         return lower == "true"
     if lower in ("null", "~"):
         return None
-    if _INT.fullmatch(value):
+    digits = value[1:] if value[:1] in ("-", "+") else value  # _PLAIN's: ASCII only
+    if digits.isdigit() and (digits == "0" or digits[0] != "0"):  # [-+]?(?:0|[1-9][0-9]*)
         return int(value)
-    if _FLOAT.fullmatch(value):
+    whole, dot, part = digits.partition(".")
+    if dot and whole.isdigit() and part.isdigit():  # [-+]?[0-9]+\.[0-9]+
         return float(value)
     return value
 

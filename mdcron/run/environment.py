@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -86,6 +85,8 @@ _OPERATORS = {";", "&", "&&", "|", "||", "|&", ";;", "(", ")", "\n"}
 
 
 def _words(command: str) -> list[str]:
+    import shlex  # lazy: only for a command that names claude (issue 27: off a task's start)
+
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>\n")
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True

@@ -16,6 +16,9 @@ The child enters its working folder before it drops root, so a folder the user c
 would still be entered: `access_problem` checks the folder (and a script) against the
 account's ids first, from the permission bits of every component of the path, and says which
 folder stops it. A path with an ACL is left to the kernel (the bits do not tell the whole story).
+
+Lazy imports: core/accounts.py (with grp and pwd, ~0.7 ms) loads only for a task that names
+an account (or doctor's questions about them): a tick whose task names none starts it without.
 """
 
 from __future__ import annotations
@@ -24,10 +27,13 @@ import os
 import stat
 from pathlib import Path
 
-from ..core.accounts import Account, AccountError, owner_name, resolve
 from ..core.records import dataclass
 from ..settings.config import Config
 from ..tasks.task import Task
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..core.accounts import Account
 
 ACL_XATTR = "system.posix_acl_access"
 
@@ -83,6 +89,8 @@ def run_account(task: Task, config: Config, tick: TickIds) -> RunAccount:
     user, group, source = wanted(task, config)
     if user is None and group is None:
         return RunAccount(None, None)
+    from ..core.accounts import AccountError, resolve
+
     try:
         account = resolve(user, group, own_uid=tick.uid)
     except AccountError as exc:
@@ -145,6 +153,8 @@ def access_problem(path: Path, account: Account, *, what: str, need: int) -> str
             return None  # missing paths are reported by the start itself
         if _allows(info, account, want) or _has_acl(step):
             continue
+        from ..core.accounts import owner_name
+
         mode = f"mode {stat.S_IMODE(info.st_mode):04o}, owner {owner_name(info.st_uid)}"
         if step == chain[-1]:
             folder = stat.S_ISDIR(info.st_mode)
@@ -170,6 +180,8 @@ def implicit_root(tasks: list[Task], config: Config, tick_uid: int) -> list[str]
 
 def other_users(tasks: list[Task], config: Config, owner_uid: int) -> list[str]:
     """Ids of the shell and script tasks that run as a user other than owner_uid's."""
+    from ..core.accounts import AccountError, resolve
+
     found = []
     for task in tasks:
         user, group, _ = wanted(task, config)

@@ -22,7 +22,6 @@ from collections.abc import Callable
 
 from ..core.outcome import Outcome, RunResult
 from ..core.records import dataclass, replace
-from ..tasks.outside_keys import format_size
 from ..tasks.task import Task
 
 # ioprio_set(2): which = IOPRIO_WHO_PROCESS, who = 0 (the calling process)
@@ -103,6 +102,8 @@ class Limits:
         """The run's result, saying when its memory limit ended it."""
         if self.memory_max is None or result.ok or result.outcome is not Outcome.FAILED:
             return result
+        from ..tasks.outside_keys import format_size  # lazy: only to word a kill
+
         limit = f"killed: memory limit {format_size(self.memory_max)}"
         if oom_kills > 0:
             return replace(result, fail_reason=f"{limit} (cgroup memory.max; "

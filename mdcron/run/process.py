@@ -22,7 +22,6 @@ import math
 import os
 import select
 import selectors
-import shlex
 import signal
 import subprocess
 import time
@@ -73,6 +72,8 @@ def command_argv(task: Task, cwd: Path) -> list[str]:
         return ["/bin/sh", "-c", task.command]
     if task.run_as != "script":
         raise RunnerError(f"task {task.id!r}: run_as {task.run_as!r} is not run as a command")
+    import shlex  # lazy: a script task only (issue 27: not before a shell task starts)
+
     try:
         words = shlex.split(task.command)
     except ValueError as exc:
@@ -102,6 +103,8 @@ def _start_failure(exc: OSError, spec: CommandSpec) -> str:
     program = spec.argv[0] if spec.argv else "?"
     hint = ""
     if exc.errno == errno.EACCES:
+        import shlex  # lazy: only to word a failed start
+
         hint = f" (is it executable? chmod +x {shlex.quote(program)})"
     elif exc.errno == errno.ENOEXEC:
         hint = " (does the script start with a #! line?)"

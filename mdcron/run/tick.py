@@ -23,7 +23,6 @@ from ..core.outcome import Outcome, RunResult
 from ..core.problems import Problem
 from ..core.records import dataclass, field
 from ..schedule.held import honour as honour_held
-from ..schedule.observe import observe
 from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state.clockback import ahead
@@ -95,7 +94,11 @@ def plan(
             continue
         from ..core.cron import decide, schedule_of
 
-        state = states.get(task.id) or observe(None, task, now)
+        state = states.get(task.id)
+        if state is None:
+            from ..schedule.observe import observe  # lazy: a task without a state row
+
+            state = observe(None, task, now)
         try:
             decision = decide(
                 schedule_of(task, config),
@@ -162,7 +165,8 @@ def run_tick(
         # the first cgroup join after a quiet spell waits out an RCU grace period (~8-15 ms):
         # paid now, in a thread, while the files load, not by the due task's start (issue 27)
         keep_joins_quick(KEEP_S)
-    view = view if view is not None else load(config)
+    if view is None:  # issue 27: a tick that may run builds no Entry for a quiet file
+        view = load(config, lean=None if dry_run or config.state_url else now)
     report.problems = view.problems
     if not config.tasks_dir.is_dir():  # issue 22: never a silent "nothing due"
         report.no_tasks_folder = True
@@ -170,7 +174,7 @@ def run_tick(
             report.problems = [*view.problems, Problem(  # there: "cannot list", said once)
                 config.tasks_dir, f"the tasks folder does not exist: nothing runs; create it"
                 f" (`mkdir {config.tasks_dir}`) or restore it")]
-    report.tasks = len(view.valid)
+    report.tasks = view.count()
     report.duplicates = view.duplicates()
     if (report.duplicates or dry_run) and store is not None:
         store.close()
@@ -219,14 +223,17 @@ def run_tick(
 
             hold_back(store, float(guard["database_claimed_until"]), now)
             rows = store.state_rows()
+            view.build_all()  # every Entry: each next_due is checked against the moved rows
         last = last_tick(config, store)
         if ahead(rows, last, now + FUTURE_SLACK):  # the clock went back: clear, say it once
             from .clock_back import clear
 
             rows = clear(store, config, now, last, say)
+            view.build_all()  # as after hold_back
         candidates = view.candidates(rows, now)
+        files = [(str(e.id), e.path) for e in view.valid] if store.url else []  # issue 11
         candidates = shared_tick.runnable_here(  # issue 11: hosts:, shared suspensions
-            store, config, [(str(e.id), e.path) for e in view.valid], candidates, now, say)
+            store, config, files, candidates, now, say)
         candidates = honour_held(store, candidates, say)  # issue 22: files that refused it
         report.planned = plan(candidates, task_states(rows, candidates), config, now,
                               view.plain(candidates, rows, now), problems=report.problems)
@@ -362,9 +369,9 @@ def _issue12_plan(store: Store, config: Config, report: TickReport, view: View,
     from ..schedule.cache import problems_digest
     from ..schedule.chains import check_graph
 
-    valid = view.valid
-    problems, broken = check_graph(candidates, {e.id: e.enabled for e in valid},
-                                   {e.id: Path(e.path) for e in valid})
+    known = view.known()  # a lean load's quiet rows included, not built
+    problems, broken = check_graph(candidates, {i: on for i, on, _ in known},
+                                   {i: Path(path) for i, _, path in known})
     report.problems.extend(problems)
     digest = problems_digest(problems)
     if store.get_meta("chain_problems_digest") != digest:

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 FORMATS = ("text", "json")
-# lines about one task start with its id (tasks/key_checks.ID_PATTERN), e.g. "backup: success in 2s"
-_TASK_PREFIX = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]{0,63}): ")
+# lines about one task start with its id (tasks/key_checks.ID_PATTERN): "backup: success in 2s";
+# compiled by `re` on its first use (json lines only: issue 27, not before a tick's first task)
+_TASK_PREFIX = r"([A-Za-z0-9][A-Za-z0-9._-]{0,63}): "
 
 
 def stamp(ts: float) -> str:
@@ -33,7 +34,7 @@ def format_line(message: str, *, tick: str, ts: float, level: str = "info",
     """One log record as text (every physical line prefixed) or as one JSON object."""
     if fmt == "json":
         if task is None and not message.startswith("mdcron:"):
-            match = _TASK_PREFIX.match(message)
+            match = re.match(_TASK_PREFIX, message)
             task = match.group(1) if match else None
         return json.dumps({"ts": stamp(ts), "tick": tick, "level": level, "event": event,
                            "task": task, "message": message}, ensure_ascii=False)

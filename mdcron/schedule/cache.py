@@ -16,10 +16,10 @@ go through decide(), which has the final word (catch-up, coalescing, DST). Only 
 changed files become Task objects. Anything odd in a row (bad JSON, a checksum that does not
 match) means: read the file again. The files are the truth; the cache can always be deleted.
 
-The pieces: the view of one pass and the loaders here; an entry from its row or its file
-(cache_entry.py); the JSON of tasks and problems (cache_json.py); next_due and the fire after
-it (cache_due.py); the summary the idle tick reads (cache_summary.py); the SQL in
-state/task_cache.py.
+The pieces: the view of one pass and the loaders here; its entries from the rows, and the
+tick's lean load (cache_fill.py); an entry from its row or its file (cache_entry.py); the JSON
+of tasks and problems (cache_json.py); next_due and the fire after it (cache_due.py); the
+summary the idle tick reads (cache_summary.py); the SQL in state/task_cache.py.
 
 Lazy imports: a cached row carries its parsed schedule, so the cron maths, the task-file parser
 (yaml) and the path checks load only for a file that changed; hashing and `hosts:` matching only
@@ -46,7 +46,8 @@ from ..state.task_state import StateRow, state_rows
 from ..tasks.task import Task, TaskSet, find_duplicate_ids
 from .cache_due import PLAIN_LATE as PLAIN_LATE
 from .cache_due import fire_after, maths_problem, next_due, plain_due, zone_bound
-from .cache_entry import Entry, GcPaused, from_row, read_entry, row_of_entry
+from .cache_entry import Entry, GcPaused, read_entry, row_of_entry
+from .cache_fill import fill, fill_lean, inflate, lean_states
 from .cache_json import EMPTY_DIGEST as EMPTY_DIGEST
 from .cache_json import Damaged, record_of, task_from_json, task_to_json
 from .cache_json import TaskRecord as TaskRecord
@@ -54,7 +55,6 @@ from .cache_json import problems_digest as problems_digest
 from .cache_json import problems_from_json as problems_from_json
 from .cache_json import problems_to_json as problems_to_json
 from .cache_summary import cache_key_of, open_cache, write_summary
-from .observe import observe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,13 +74,35 @@ class View:
     zone: str = ""
     db: sqlite3.Connection | None = None  # read-only, for task JSON
     _prefetched: dict[str, tuple[str, int]] = field(default_factory=dict)  # task_set's rows
+    # a lean load (cache_fill.py): path -> (stat, id, enabled) of the rows left without Entry
+    quiet: dict[str, tuple[fastpath.Stat, str, bool]] = field(default_factory=dict)
+    lean: tuple[str | None, float, int] | None = None  # its (cache_gen, now, read_ns)
 
     @property
-    def valid(self) -> list[Entry]:
+    def valid(self) -> list[Entry]:  # every valid file's Entry, a lean load's quiet rows too
+        self.build_all()
+        return self._built()
+
+    def build_all(self) -> None:  # a lean load's quiet rows built as load() would (cache_fill)
+        if self.quiet:
+            inflate(self)
+
+    def _built(self) -> list[Entry]:
         return [e for e in self.entries if e.id is not None and not e.skip]
+
+    def count(self) -> int:  # of valid tasks, quiet rows counted unbuilt
+        return len(self._built()) + len(self.quiet)
+
+    def known(self) -> list[tuple[str, bool, str]]:  # (id, enabled, path), quiet rows too
+        return ([(str(e.id), e.enabled, e.path) for e in self._built()]
+                + [(i, on, path) for path, (_, i, on) in self.quiet.items()])
 
     def duplicates(self) -> dict[str, list[Path]]:
         """Ids used by two or more files, each with all its files, in file-name order."""
+        if self.quiet:  # every id, quiet or built: any repeat and all are built to say it
+            ids = [i for _, i, _ in self.quiet.values()] + [e.id for e in self._built()]
+            if len(set(ids)) == len(ids):
+                return {}
         return find_duplicate_ids(self.valid)  # type: ignore[arg-type]  (valid: id is set)
 
     def task_set(self) -> TaskSet:
@@ -148,10 +170,13 @@ class View:
     # -- the tick ------------------------------------------------------------------------
 
     def observe(self, store: Store, now: float) -> dict[str, StateRow]:
-        """store.observe for the tasks whose task_state row would change; the states after."""
-        states = store.state_rows()
+        """store.observe for the tasks whose task_state row would change; the states after
+        (a lean load's: the built entries' and any stamped in the future, cache_fill.py)."""
+        states = lean_states(self, store) if self.quiet else None
+        if states is None:
+            states = store.state_rows()
         seen = []
-        for e in self.valid:
+        for e in self._built():
             s = states.get(e.id)  # type: ignore[arg-type]
             if s is None or bool(s.enabled) != e.enabled or (s.path != e.path and not store.url):
                 seen.append((e.id, e.enabled, e.path))
@@ -164,7 +189,7 @@ class View:
         """Enabled tasks whose next_due is at or before now, or unknown when not `compute`;
         next_due is recomputed (and saved later) where task_state moved on."""
         out = []
-        for e in self.valid:
+        for e in self._built():  # a quiet row is no candidate (cache_fill.py)
             if not e.enabled:
                 continue
             state = states.get(e.id)  # type: ignore[arg-type]
@@ -195,6 +220,8 @@ class View:
                 states = state_rows(self.db)
             except sqlite3.Error:
                 states = {}
+        from .observe import observe  # lazy: a dry run only (the tick writes its states)
+
         limit = now + fastpath.FUTURE_SLACK  # the clock went back: as the tick would clear it
         states = {k: cleared(s, now, limit) for k, s in states.items()}
         for e in self.valid:
@@ -208,7 +235,7 @@ class View:
               now: float) -> dict[str, float]:
         """id -> slot for the tasks whose decision the cache alone knows (plain_due): run
         next_due. Only rows whose due key still holds (candidates() made sure of it)."""
-        by_id = {e.id: e for e in self.valid}
+        by_id = {e.id: e for e in self._built()}  # tasks: candidates, never quiet
         out = {}
         for task in tasks:
             e, state = by_id.get(task.id), states.get(task.id)
@@ -223,7 +250,7 @@ class View:
         so the next tick need not; if the claim does not happen, the due key will not match.
         When slot is next_due, the new next_due is due_after (no croniter before the run);
         the fire after it is left to complete(), once the tasks have started."""
-        by_id = {e.id: e for e in self.valid}
+        by_id = {e.id: e for e in self._built()}  # planned: candidates, never quiet
         for task, slot in planned:
             e, state = by_id.get(task.id), states.get(task.id)
             if e is None or state is None:
@@ -420,13 +447,15 @@ def find_task(config: Config, task_id: str) -> TaskSet:
     return TaskSet(tasks, view.problems, find_duplicate_ids(tasks))
 
 
-def load(config: Config, *, cached: bool = True, only: str | None = None) -> View:
+def load(config: Config, *, cached: bool = True, only: str | None = None,
+         lean: float | None = None) -> View:
     """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
     cache where its row still holds, else read; only changed files are parsed. A bad file is
     skipped with its problems; it never hides another file's task or problems. `cached=False`:
     the database is not opened, every file is read. `only`: a view for one task id (find_task):
     a file whose row holds, names another id and has no problems gets no entry (issue 27: no
-    10,000 entries for one task); every file is still stat'ed, so a changed one is read."""
+    10,000 entries for one task); every file is still stat'ed, so a changed one is read.
+    `lean`: the tick's now: its quiet rows get no Entry (cache_fill.py)."""
     key = cache_key_of(config) if cached else None
     folder = config.tasks_dir
     try:
@@ -439,35 +468,6 @@ def load(config: Config, *, cached: bool = True, only: str | None = None) -> Vie
     view = View(config, key, [], [], zone=keys.zone_key(),
                 db=open_cache(config) if cached else None)
     with GcPaused():
-        _fill(view, files, read_ns, only)
+        if lean is None or not fill_lean(view, files, read_ns, lean):
+            fill(view, files, read_ns, only)
     return view
-
-
-def _fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
-          only: str | None) -> None:
-    """load()'s entries: each file from its row while the row holds, else read."""
-    config, key = view.config, view.key
-    rows: dict[str, task_cache.CacheRow] = {}
-    if view.db is not None and key is not None:
-        try:
-            # None: another key, or not sealed (a row was changed behind save()'s back)
-            found = task_cache.read_cache(view.db, key, only)
-            view.rebuild = found is None
-            rows = found or {}
-        except sqlite3.Error:
-            rows, view.rebuild = {}, True
-    elif key is not None:
-        view.rebuild = True
-    for path in sorted(files):
-        stat = files[path]
-        row = rows.get(path)
-        if only is not None and row is not None and len(row) == 4:  # another id's short row
-            if row == stat:  # it holds (task_cache.read_cache)
-                continue
-            row = None  # read the file: it may now hold this id
-        entry = from_row(row, stat) if row is not None and stat is not None else None
-        if entry is None:
-            entry = read_entry(path, stat, read_ns, config)
-        view.entries.append(entry)
-        view.problems.extend(entry.problems)
-    view.removed = [p for p in rows if p not in files]

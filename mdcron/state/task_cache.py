@@ -151,5 +151,54 @@ def enabled_naming_hosts(db: Any) -> list[tuple[str, str]]:
 
 
 def seal(db: Any, values: dict[str, str]) -> None:
-    """The summary the idle tick reads instead of the rows."""
+    """The summary the idle tick reads instead of the rows; and meta cache_gen moves on: rows
+    read in a pass are the same rows later while it holds (and cache_sealed is still '1')."""
     put_metas(db, values)
+    db.execute("INSERT INTO meta(key, value) VALUES ('cache_gen', '1') ON CONFLICT(key)"
+               " DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+
+# Issue 27, the tick's lean load (schedule/cache_fill.py). A row is quiet when what it says
+# holds whatever its file's stat is (no problems, no outside paths, not racily clean when read)
+# and its task cannot be a candidate at :now (disabled, or next_due after :now)...
+QUIET = ("(c.task_id IS NOT NULL AND c.problems IS NULL AND c.deps = ''"
+         " AND max(c.mtime_ns, c.ctime_ns) < c.read_ns - :racy AND (c.enabled = 0"
+         " OR (c.next_due IS NOT NULL AND c.next_due > :now)))")
+# ... and its task_state row agrees: observe() would write nothing, next_due still holds
+AGREES = ("(s.enabled = c.enabled AND s.path = c.path AND (c.enabled = 0"
+          " OR (c.due_nb = s.not_before AND c.due_last IS s.last_slot"
+          " AND c.due_zone IN ('', :zone))))")
+
+
+def read_lean(db: Any, key: str, now: float
+              ) -> tuple[list[tuple[Any, ...]], dict[str, CacheRow], str | None] | None:
+    """The rows in one read transaction, for the tick: the quiet ones (QUIET) as (path, size,
+    mtime_ns, ino, ctime_ns, task_id, enabled), the others whole by path, and meta cache_gen;
+    None as read_cache (another key, not sealed)."""
+    db.execute("BEGIN")
+    try:
+        meta = read_metas(db, ("cache_key", "cache_sealed", "cache_gen"))
+        if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+            return None
+        args = {"racy": RACY_NS, "now": now}
+        quiet = db.execute("SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.task_id,"
+                           " c.enabled FROM task_cache c WHERE " + QUIET + " IS 1", args
+                           ).fetchall()
+        new = tuple.__new__
+        rest = {r[0]: new(CacheRow, r) for r in db.execute(
+            ROWS + " c WHERE " + QUIET + " IS NOT 1", args)}
+        return quiet, rest, meta.get("cache_gen")
+    finally:
+        db.execute("COMMIT")
+
+
+def lean_holds(db: Any, gen: str | None, now: float, zone: str) -> bool:
+    """In one read: the rows are still those read_lean read (cache_gen, cache_sealed), and
+    every quiet row's task_state row agrees (AGREES)."""
+    meta = read_metas(db, ("cache_sealed", "cache_gen"))
+    if meta.get("cache_sealed") != "1" or meta.get("cache_gen") != gen:
+        return False
+    return db.execute(
+        "SELECT NOT EXISTS(SELECT 1 FROM task_cache c LEFT JOIN task_state s"
+        " ON s.task_id = c.task_id WHERE " + QUIET + " IS 1 AND " + AGREES + " IS NOT 1)",
+        {"racy": RACY_NS, "now": now, "zone": zone}).fetchone()[0] == 1

@@ -62,6 +62,17 @@ def state_rows(db) -> dict[str, StateRow]:  # db: a connection (sqlite3 or pgsta
     return {r[0]: new(StateRow, r) for r in db.execute(STATES)}
 
 
+def state_rows_for(db, ids: list[str], limit: float) -> dict[str, StateRow]:
+    """The rows of these ids, and every row stamped after `limit` (the clock went back:
+    clockback.ahead must see it as in all the rows): the tick's lean load (issue 27)."""
+    import json  # lazy: loaded by the tick already (the due task's JSON)
+
+    new = tuple.__new__
+    return {r[0]: new(StateRow, r) for r in db.execute(
+        STATES + " WHERE task_id IN (SELECT value FROM json_each(?))"
+        " OR not_before > ? OR last_slot > ?", (json.dumps(ids), limit, limit))}
+
+
 class TaskStateTable(Tables):
     def task_states(self) -> dict[str, TaskState]:
         return {k: r.as_state() for k, r in state_rows(self.connect()).items()}

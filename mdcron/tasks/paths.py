@@ -9,7 +9,6 @@ one of the folders listed under `allow_outside_home` in scheduler.yaml.
 from __future__ import annotations
 
 import os
-import shlex
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,6 +70,8 @@ def task_cwd(task: Task, config: Config) -> Path:
 
 def script_word(command: str) -> str:
     """The script a `run_as: script` command starts: its first shell word."""
+    import shlex  # lazy: a script task only (issue 27: not before a shell task starts)
+
     try:
         words = shlex.split(command)
     except ValueError as exc:  # unbalanced quotes
@@ -100,6 +101,8 @@ def script_path(task: Task, config: Config) -> Path:
 def script_problem(path: Path, word: str) -> str | None:
     """Why the script at `path` would not start (issue 25: `validate` says it before the run
     does): not executable, or a text file without a `#!` line (exec fails with ENOEXEC)."""
+    import shlex  # lazy: as script_word
+
     if not os.access(path, os.X_OK):
         return (f"script {word!r} is not executable, so runs will fail; fix: chmod +x "
                 f"{shlex.quote(str(path))}")
