@@ -23,7 +23,7 @@ LAYERS = ["core", "settings", "tasks", "state", "schedule", "alerts", "hosts", "
 PURE = ["mdcron.core.clock", "mdcron.core.units", "mdcron.core.problems", "mdcron.core.outcome",
         "mdcron.core.envref", "mdcron.core.urlscheme", "mdcron.core.cron", "mdcron.core.limits",
         "mdcron.core.wall_time", "mdcron.core.due", "mdcron.core.records", "mdcron.core.wall_steps",
-        "mdcron.core.tuples", "mdcron.run.escalation_policy"]
+        "mdcron.run.escalation_policy"]
 IO_MODULES = {"sqlite3", "subprocess", "socket", "urllib", "http", "shutil", "fcntl",
               "portalocker", "psycopg", "anthropic", "apprise"}
 

@@ -10,16 +10,13 @@ dataclasses for what is offered: `dataclass(frozen=, slots=, eq=)`, `field(defau
 default_factory=, init=, repr=)`, `fields`, `replace`, `asdict`, `is_dataclass`, `MISSING`,
 `FrozenInstanceError`. Not offered: order, unsafe_hash, kw_only, InitVar, match_args=False, and
 the signature-shaped `__doc__` dataclasses gives a class without a docstring. And `NamedTuple`,
-typing's class statement for tuples with names, without its per-field annotation check, its
-classes made by tuples.py (no `__new__` compiled before its first call). Imports nothing beyond
-builtins, sys and collections: this sits under every module of the tick.
+typing's class statement for tuples with names, without its per-field annotation check.
+Imports nothing beyond builtins and sys: this sits under every module of the tick.
 """
 
 from __future__ import annotations
 
 import sys
-
-from .tuples import named_tuple
 
 TYPE_CHECKING = False
 _FIELDS = "__record_fields__"  # not dataclasses' name: its functions must not half-work on these
@@ -411,6 +408,8 @@ class _NamedTupleMeta(type):
             return super().__new__(mcls, typename, bases, ns)
         if bases != (NamedTuple,):
             raise TypeError("can only inherit from a NamedTuple type")
+        from collections import namedtuple  # lazy: loaded by typing already, on the tick
+
         types = ns.get("__annotations__", {})
         defaults = []
         for name in types:
@@ -419,8 +418,8 @@ class _NamedTupleMeta(type):
             elif defaults:
                 raise TypeError(f"Non-default namedtuple field {name} cannot follow default"
                                 f" field{'s' if len(defaults) > 1 else ''} {', '.join(defaults)}")
-        cls = named_tuple(typename, list(types), defaults=[ns[n] for n in defaults],
-                          module=ns["__module__"])
+        cls = namedtuple(typename, list(types), defaults=[ns[n] for n in defaults],
+                         module=ns["__module__"])
         cls.__annotations__ = cls.__new__.__annotations__ = dict(types)
         for key in ns:
             if key in _PROHIBITED:
