@@ -148,12 +148,15 @@ def run_command(
     on_start: Callable[[int], None] | None = None,
     tree: Tree | None = None,
     log_root: Path | None = None,
+    log_dir: int | None = None,
 ) -> RunResult:
     """Run spec.argv in its own session and process group; see the module docstring.
 
     on_start(pid) is called once the process runs (pid == its process group id). If on_start
     raises, the group is killed and the exception propagates; nothing else raises. With a
-    `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
+    `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark.
+    `log_dir`: a descriptor of log_path's folder, walked from `log_root` by the caller (who
+    closes it): the log is opened in it, not walked to again."""
     start = time.monotonic()
     gate = StartGate() if gated(spec, tree) else None
     try:
@@ -176,7 +179,7 @@ def run_command(
         if tree is not None:
             tree.close()
         reason = _start_failure(exc, spec)
-        out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+        out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
         out.note(f"[mdcron] {reason}")
         out.finish()
         return RunResult(
@@ -201,14 +204,14 @@ def run_command(
         collector.release()  # issue 27: the task runs; collections may run again
         # the log opened once the process is on its way (issue 27: ~0.4 ms of the first
         # start); what it writes meanwhile waits in its pipes
-        run.out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+        run.out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
         if gate is not None:
             gate.close()  # never opened: the leader exits GATE_CLOSED without running it
         run.close()
         if run.out is None:
-            run.out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+            run.out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
         run.out.finish()
         raise
     run.close()
