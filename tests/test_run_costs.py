@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import time
 from pathlib import Path
+
+import pytest
 
 from mdcron.core import safe_fs
 from mdcron.core.clock import Clock, to_dt
+from mdcron.core.outcome import Outcome
 from mdcron.run import attempt as attempt_module
+from mdcron.run import proctree
 from mdcron.run import stop as stop_module
 from mdcron.run.attempt import RunContext, current_owner
 from mdcron.run.dispatch import run_all
+from mdcron.run.process import CommandSpec, run_command
+from mdcron.run.proctree import Tree, cgroup_base
 from mdcron.settings.config import load_config
 from mdcron.state.store import state_store
 from mdcron.tasks.taskfile import load_task_file
@@ -50,6 +58,15 @@ def one_run(home, write_task, command: str = "echo hi"):
             (task.id, NOW)]
     ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
     return config, run_all(ctx, [(task, run_id)], print, None)[0], run_id
+
+
+def a_tree(run_id: int) -> Tree:
+    if cgroup_base() is None:
+        pytest.skip("this machine gives the tick no writable cgroup v2")
+    tree = Tree.open(run_id)
+    if tree.cgroup is None:
+        pytest.skip("the tick may not create a run's cgroup here")
+    return tree
 
 
 def test_a_run_walks_its_log_folder_once(home, write_task, monkeypatch):
@@ -100,3 +117,59 @@ def test_a_stop_record_behind_a_symlinked_folder_is_not_read(home, tmp_path):
     (config.state_dir / "stops").symlink_to(elsewhere)
     assert stop_module.take_stop(config, 42) is None
     assert (elsewhere / "42.json").exists()
+
+
+def run(tmp_path, command: str, tree: Tree | None):
+    spec = CommandSpec(argv=["/bin/sh", "-c", command], cwd=tmp_path, env=dict(os.environ),
+                       timeout=10.0)
+    return run_command(spec, log_path=tmp_path / "logs" / "run.log", max_log_bytes=1 << 20,
+                       tail_bytes=4096, kill_grace=0.3, tree=tree, log_root=tmp_path)
+
+
+def test_a_leader_the_tick_moved_into_its_cgroup_is_not_looked_up_again(tmp_path,
+                                                                       monkeypatch):
+    """The tick wrote the gate's pid into cgroup.procs and the kernel took it: /proc/PID/cgroup
+    is not read to check; the command runs in the run's cgroup all the same."""
+    looks = spy(monkeypatch, proctree, "_joined")
+    tree = a_tree(11)
+    result = run(tmp_path, "cat /proc/self/cgroup", tree)
+    assert result.outcome is Outcome.SUCCESS
+    assert f"0::/{tree.cgroup.name}" in result.output_tail  # type: ignore[union-attr]
+    assert looks == []
+
+
+def test_an_empty_cgroup_goes_without_a_look_at_its_members(tmp_path, monkeypatch):
+    """A short task leaves its cgroup empty: it is removed at once (the kernel refuses to
+    remove one with a process in it), without end() reading its members."""
+    ends = spy(monkeypatch, Tree, "end")
+    tree = a_tree(12)
+    result = run(tmp_path, "echo done", tree)
+    assert result.outcome is Outcome.SUCCESS
+    assert ends == []
+    assert not tree.cgroup.exists()  # type: ignore[union-attr]
+
+
+def test_a_cgroup_with_a_process_left_is_ended_as_before(tmp_path):
+    """A process that left the task's group but not its cgroup: the removal is refused, the
+    tree is ended and the process named in the log, as before."""
+    tree = a_tree(13)
+    result = run(tmp_path, "setsid sleep 30 </dev/null >/dev/null 2>&1 & sleep 0.2", tree)
+    assert result.outcome is Outcome.SUCCESS
+    log = (tmp_path / "logs" / "run.log").read_text()
+    assert "ended with the run" in log and "sleep 30" in log
+    assert not tree.cgroup.exists()  # type: ignore[union-attr]
+
+
+def test_removed_empty_keeps_a_populated_cgroup(tmp_path):
+    tree = a_tree(14)
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        tree.join(child.pid)
+        assert tree.removed_empty() is False
+        assert tree.cgroup.exists()  # type: ignore[union-attr]
+    finally:
+        child.kill()
+        child.wait()
+    time.sleep(0.05)
+    assert tree.removed_empty() is True
+    assert not tree.cgroup.exists()  # type: ignore[union-attr]

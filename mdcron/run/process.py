@@ -373,7 +373,8 @@ class _Run:
                 self.rc = self.proc.wait(timeout=KILL_SETTLE + DRAIN_LIMIT)
             except subprocess.TimeoutExpired:
                 pass
-        if self.tree is not None:  # whatever outlived the loop (draining cut short, an error)
+        # whatever outlived the loop (draining cut short, an error); an empty cgroup just goes
+        if self.tree is not None and not self.tree.removed_empty():
             for pid, named in self.tree.end(0.0).items():
                 self.escaped.setdefault(pid, named)
             self.tree.close()
