@@ -16,12 +16,14 @@ import pytest
 
 from mdcron.core import safe_fs
 from mdcron.core.clock import Clock, to_dt
+from mdcron.core.lock_info import LockInfo
 from mdcron.core.outcome import Outcome
 from mdcron.run import attempt as attempt_module
 from mdcron.run import proctree
 from mdcron.run import stop as stop_module
 from mdcron.run.attempt import RunContext, current_owner
 from mdcron.run.dispatch import run_all
+from mdcron.run.locks import TaskLock, read_info
 from mdcron.run.process import CommandSpec, run_command
 from mdcron.run.proctree import Tree, cgroup_base
 from mdcron.settings.config import load_config
@@ -173,3 +175,31 @@ def test_removed_empty_keeps_a_populated_cgroup(tmp_path):
     time.sleep(0.05)
     assert tree.removed_empty() is True
     assert not tree.cgroup.exists()  # type: ignore[union-attr]
+
+
+def info(**changes) -> LockInfo:
+    base = dict(task_id="t", run_id=7, tick_pid=os.getpid(), tick_start=1, boot_id="b",
+                pgid=None, child_start=None, started_at=NOW, deadline=NOW + 60)
+    return LockInfo(**{**base, **changes})
+
+
+def test_a_lock_record_growing_is_not_cut_first(tmp_path, monkeypatch):
+    """A run's three records grow (its mark, its process): the file is cut once, at the first
+    (its length unknown), not before each; it always holds the last record whole."""
+    cuts = spy(monkeypatch, os, "ftruncate")
+    lock = TaskLock(tmp_path / "locks" / "t.lock")
+    assert lock.try_acquire()
+    path = tmp_path / "locks" / "t.lock"
+    path.write_text("{" + "x" * 900 + "}")  # a longer record a killed tick left
+    records = [info(), info(mark="7.abc", cgroup="/sys/fs/cgroup/mdcron-7.abc"),
+               info(mark="7.abc", cgroup="/sys/fs/cgroup/mdcron-7.abc", pgid=4242,
+                    child_start=123456)]
+    for record in records:
+        lock.write(record)
+        assert read_info(path) == record
+    assert len(cuts) == 1
+    lock.write(info(pgid=1))  # shorter than the last: cut to its length
+    assert read_info(path) == info(pgid=1)
+    assert len(cuts) == 2
+    lock.release()
+    assert path.read_text() == ""
