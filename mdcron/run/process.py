@@ -167,6 +167,7 @@ def run_command(
             stdin=gate.read_end if gate else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            bufsize=0,  # read with os.read: raw pipes (issue 27: no buffered reader's set-up)
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             close_fds=True,
