@@ -151,6 +151,17 @@ def test_an_empty_cgroup_goes_without_a_look_at_its_members(tmp_path, monkeypatc
     assert not tree.cgroup.exists()  # type: ignore[union-attr]
 
 
+def test_a_short_tasks_end_reads_no_member_list(tmp_path, monkeypatch):
+    """The look for leftovers when the leader exits is the cgroup's removal itself: its
+    members are not read, at the exit or at the end."""
+    looks = spy(monkeypatch, Tree, "members")
+    tree = a_tree(15)
+    result = run(tmp_path, "echo done", tree)
+    assert result.outcome is Outcome.SUCCESS and result.output_tail == "done\n"
+    assert looks == []
+    assert not tree.cgroup.exists()  # type: ignore[union-attr]
+
+
 def test_a_cgroup_with_a_process_left_is_ended_as_before(tmp_path):
     """A process that left the task's group but not its cgroup: the removal is refused, the
     tree is ended and the process named in the log, as before."""

@@ -254,7 +254,12 @@ class _Run:
         return {pid for pid in members if not in_group(pid, self.pgid)}
 
     def _alive(self) -> bool:
-        return group_alive(self.pgid) or bool(self._outside())
+        """Anything of the run left: its group, or what left it. Issue 27: a cgroup that
+        could be removed held nothing (proctree.Tree.removed_empty), its members not read."""
+        if group_alive(self.pgid):
+            return True
+        return not (self.tree is not None and self.tree.removed_empty()) and bool(
+            self._outside())
 
     def _signal(self, sig: int) -> None:
         # the tree first: once the leader is dead its descendants no longer lead back to it

@@ -205,6 +205,7 @@ class Tree:
         self._needle = f"\0{MARK_ENV}={mark}\0".encode()
         self._procs_fd: int | None = None
         self._moved: int | None = None  # the pid join() wrote into cgroup.procs, accepted
+        self._removed = False  # removed_empty() removed the cgroup: nothing was left in it
         self._seen: dict[int, int] = {}  # pid -> start of every member found: once ours, ours
         self.memory_limited = False  # issue 26: its cgroup has the task's memory.max
         self.oom_kills = 0  # memory.events' oom_kill, read before the cgroup goes
@@ -353,11 +354,14 @@ class Tree:
 
     def removed_empty(self) -> bool:
         """Issue 27, a run's end: its cgroup removed at once when no member was ever seen
-        (the usual short task: its leader's exit left it empty), instead of end() reading its
-        members first, then close(). A cgroup v2 with a process left in it cannot be removed
-        (EBUSY), and no member was seen that could have left it, so end() would have found
-        none: True, the tree closed. False (nothing done but the descriptor closed): the
-        caller ends the tree and closes it as before."""
+        (the usual short task: its leader's exit left it empty), instead of reading its
+        members (the run loop's look for leftovers, end()), then close(). A cgroup v2 with a
+        process left in it cannot be removed (EBUSY), and no member was seen that could have
+        left it, so a look would have found none: True, the tree closed (and True again if
+        asked again). False (nothing done but the descriptor closed): the caller looks at the
+        members, ends the tree and closes it as before."""
+        if self._removed:
+            return True
         if self.cgroup is None or self._seen or self.memory_limited:
             return False
         self._close_procs()
@@ -365,6 +369,7 @@ class Tree:
             os.rmdir(self.cgroup)
         except OSError:
             return False
+        self._removed = True
         return True
 
     def _close_procs(self) -> None:
