@@ -135,3 +135,43 @@ def test_a_gate_killed_before_its_go_is_a_run_killed_not_an_error(tmp_path):
     assert result.fail_reason == "killed by SIGKILL"
     assert "never" not in result.output_tail
     remove_cgroup(tree.cgroup)
+
+
+def test_the_gate_leaves_the_tasks_own_variables_alone(tmp_path):
+    """The gate reads its go into a variable of its own and unsets it: a task whose
+    environment has `go` (the gate's variable before) sees its own value, not the go line."""
+    tree = a_tree(6)
+    spec = CommandSpec(argv=["/bin/sh", "-c", 'echo "go=$go gate=${_mdcron_go-unset}"'],
+                       cwd=tmp_path, env={**os.environ, "go": "keep"}, timeout=10.0)
+    result = run_command(spec, log_path=tmp_path / "logs" / "run.log", max_log_bytes=1 << 20,
+                         tail_bytes=4096, kill_grace=0.3, tree=tree, log_root=tmp_path)
+    assert result.outcome is Outcome.SUCCESS
+    assert result.output_tail.splitlines() == ["go=keep gate=unset"]
+    remove_cgroup(tree.cgroup)
+
+
+def test_the_gate_and_the_command_are_one_shell(tmp_path):
+    """Issue 27: the gate does not exec a second /bin/sh for the command (~0.6 ms of CPU per
+    run): the leader's own argv is the one `sh -c`, its script the gate then the command."""
+    tree = a_tree(7)
+    result = run(tmp_path, "tr '\\0' '\\n' < /proc/$$/cmdline", tree)
+    assert result.outcome is Outcome.SUCCESS
+    argv = result.output_tail.splitlines()
+    assert argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3, argv
+    assert argv[2].startswith("read -r _mdcron_go ") and argv[2].endswith("/proc/$$/cmdline")
+    remove_cgroup(tree.cgroup)
+
+
+def test_a_syntax_error_on_the_commands_first_line_fails_as_sh_c_would(tmp_path):
+    """The shell parses the gate's line, the command's first, before the gate waits: the run
+    fails with the error and status `sh -c COMMAND` gives (its line number its own), and
+    nothing of that line ran."""
+    tree = a_tree(8)
+    marker = tmp_path / "ran"
+    result = run(tmp_path, f"touch {marker}; foo (", tree)
+    plain = run(tmp_path, f"touch {marker}; foo (")
+    assert result.outcome is Outcome.FAILED and result.exit_code == 2
+    assert result.output_tail == plain.output_tail
+    assert "/bin/sh: 1: Syntax error" in result.output_tail or "line 1" in result.output_tail
+    assert not marker.exists()
+    remove_cgroup(tree.cgroup)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from . import safe_fs
 from .clock import monotonic
-from .records import asdict, dataclass
+from .records import dataclass, fields
 
 STALE_GRACE = 60.0  # a live holder past its deadline + this many seconds is stale
 INFO_LIMIT = 64 * 1024  # bytes of a lock file read: a holder record is ~300
@@ -37,7 +37,9 @@ class LockInfo:
     mono_deadline: float | None = None  # the same on CLOCK_MONOTONIC of boot_id: what decides
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        # its fields are plain values: read directly, not copied by asdict's walk (issue 27:
+        # three records per run)
+        return json.dumps({name: getattr(self, name) for name in _NAMES}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> LockInfo | None:
@@ -46,6 +48,9 @@ class LockInfo:
             return cls(**data)
         except (ValueError, TypeError):
             return None
+
+
+_NAMES = tuple(f.name for f in fields(LockInfo))
 
 
 def lock_path(locks_dir: Path, task_id: str) -> Path:

@@ -13,9 +13,8 @@ from pathlib import Path
 from ..core import collector
 from ..core.clock import Clock, monotonic, to_dt
 from ..core.outcome import Outcome, RunResult
-from ..core.private_files import make_private_dirs
 from ..core.records import dataclass, field, replace
-from ..core.safe_fs import UnsafePath
+from ..core.safe_fs import UnsafePath, open_dir
 from ..settings.config import Config
 from ..state.store import Owner, Store
 from ..tasks.paths import PathError, task_cwd
@@ -129,12 +128,25 @@ def _start(
     log_path: Path,
 ) -> RunResult:
     config = ctx.config
+    log_dir = None  # the log's folder, walked once for the log's open (issue 27)
     try:  # a logs/ or logs/runs/<id> swapped for a symlink: the run fails, saying which
-        make_private_dirs(log_path.parent, root=config.home)
+        log_dir = open_dir(config.home, log_path.parent, create=True, mode=0o700)
     except UnsafePath as exc:
         return RunResult(Outcome.FAILED, fail_reason=f"cannot write its run log: {exc}")
     except OSError:
         pass  # a full disk or the like: the run goes on, its output noting the log failed
+    try:
+        return _spawn(ctx, task, run_id, attempt, lock, info, log_path, log_dir)
+    finally:
+        if log_dir is not None:
+            os.close(log_dir)
+
+
+def _spawn(
+    ctx: RunContext, task: Task, run_id: int, attempt: int, lock: TaskLock, info: LockInfo,
+    log_path: Path, log_dir: int | None,
+) -> RunResult:
+    config = ctx.config
     if task.run_as == "claude":
         collector.release()  # its client allocates for as long as it runs (core/collector.py)
         # lazy: the Claude client (random, templates, ...) only for a Claude task (issue 27)
@@ -196,6 +208,7 @@ def _start(
         on_start=on_start,
         tree=tree,
         log_root=config.home,
+        log_dir=log_dir,
     )
     if limits is None:
         return result

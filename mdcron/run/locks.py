@@ -42,34 +42,40 @@ if TYPE_CHECKING:
 FLOCK_DIRECT = sys.platform == "linux"
 
 
-def _lock(fh: IO[str]) -> bool:
+def _lock(fd: int) -> bool:
     """An exclusive lock on the open file, without waiting: False when someone holds it."""
     if FLOCK_DIRECT:
         import fcntl
 
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # EWOULDBLOCK: held; anything else: not ours either (as portalocker)
             return False
         return True
     import portalocker
 
     try:
-        portalocker.lock(fh, portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
+        portalocker.lock(_file(fd),
+                         portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING)
     except portalocker.exceptions.LockException:
         return False
     return True
 
 
-def _unlock(fh: IO[str]) -> None:
+def _unlock(fd: int) -> None:
     if FLOCK_DIRECT:
         import fcntl
 
-        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        fcntl.flock(fd, fcntl.LOCK_UN)
         return
     import portalocker
 
-    portalocker.unlock(fh)
+    portalocker.unlock(_file(fd))
+
+
+def _file(fd: int) -> IO[str]:
+    """A file object on the lock's descriptor (portalocker's API), which stays open."""
+    return os.fdopen(fd, "r", encoding="utf-8", closefd=False)
 
 
 class TaskLock:
@@ -85,17 +91,19 @@ class TaskLock:
     def __init__(self, path: Path, root: Path | None = None):
         self.path = path
         self.root = root
-        self._fh: IO[str] | None = None
+        # issue 27: descriptors, no file objects (the text reader's fstat, ioctl and lseek)
+        self._fd: int | None = None  # read-only: holds the flock, inherited by the task
         self._writer: int | None = None
+        self._size: int | None = None  # of the record last written; None: unknown
 
     @property
     def held(self) -> bool:
-        return self._fh is not None
+        return self._fd is not None
 
     def fileno(self) -> int:
-        if self._fh is None:
+        if self._fd is None:
             raise RuntimeError("lock not held")
-        return self._fh.fileno()
+        return self._fd
 
     def try_acquire(self) -> bool:
         """Take the lock if free. OSError (safe_fs.UnsafePath: one line saying which folder is
@@ -109,32 +117,37 @@ class TaskLock:
             writer = safe_fs.open_at(folder, name, os.O_WRONLY | os.O_CREAT, 0o600,
                                      shown=str(self.path))
             try:
-                fh = os.fdopen(safe_fs.open_at(folder, name, os.O_RDONLY, shown=str(self.path)),
-                               "r", encoding="utf-8")
+                fd = safe_fs.open_at(folder, name, os.O_RDONLY, shown=str(self.path))
             except OSError:
                 os.close(writer)
                 raise
         finally:
             os.close(folder)
-        if not _lock(fh):
-            fh.close()
+        if not _lock(fd):
+            os.close(fd)
             os.close(writer)
             return False
-        self._fh, self._writer = fh, writer
+        self._fd, self._writer, self._size = fd, writer, None
         return True
 
     def write(self, info: LockInfo) -> None:
+        """The holder's record, in place of the last. Issue 27: a run writes three, each
+        longer as a rule (its mark, then its pgid): the file is cut only when the new one is
+        shorter, or its length is unknown (the first; ~60 µs each, four per run before). A
+        reader at that moment gets no record either way (an empty file then, a cut one now)."""
         if self._writer is None:
             raise RuntimeError("lock not held")
         data = info.to_json().encode("utf-8")
-        os.ftruncate(self._writer, 0)
         os.pwrite(self._writer, data, 0)
+        if self._size is None or len(data) < self._size:
+            os.ftruncate(self._writer, len(data))
+        self._size = len(data)
 
     def release(self) -> None:
         """Clear the holder record, then unlock. The descriptor may live on in a task's
         leftover process only if that process escaped its group (then the lock stays held
         until it exits, which is the safe side)."""
-        if self._fh is None:
+        if self._fd is None:
             return
         try:
             if self._writer is not None:
@@ -142,12 +155,12 @@ class TaskLock:
         except OSError:
             pass
         try:
-            _unlock(self._fh)
+            _unlock(self._fd)
         finally:
-            self._fh.close()
+            os.close(self._fd)
             if self._writer is not None:
                 os.close(self._writer)
-            self._fh = self._writer = None
+            self._fd = self._writer = self._size = None
 
 
 def kill_holder(info: LockInfo, grace: float) -> list[str]:

@@ -151,12 +151,15 @@ def run_command(
     on_start: Callable[[int], None] | None = None,
     tree: Tree | None = None,
     log_root: Path | None = None,
+    log_dir: int | None = None,
 ) -> RunResult:
     """Run spec.argv in its own session and process group; see the module docstring.
 
     on_start(pid) is called once the process runs (pid == its process group id). If on_start
     raises, the group is killed and the exception propagates; nothing else raises. With a
-    `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark."""
+    `tree` (proctree.py), what left the group is ended with it: the run's cgroup, its mark.
+    `log_dir`: a descriptor of log_path's folder, walked from `log_root` by the caller (who
+    closes it): the log is opened in it, not walked to again."""
     start = time.monotonic()
     gate = StartGate() if gated(spec, tree) else None
     try:
@@ -167,6 +170,7 @@ def run_command(
             stdin=gate.read_end if gate else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            bufsize=0,  # read with os.read: raw pipes (issue 27: no buffered reader's set-up)
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             close_fds=True,
@@ -179,7 +183,7 @@ def run_command(
         if tree is not None:
             tree.close()
         reason = _start_failure(exc, spec)
-        out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+        out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
         out.note(f"[mdcron] {reason}")
         out.finish()
         return RunResult(
@@ -204,14 +208,14 @@ def run_command(
         collector.release()  # issue 27: the task runs; collections may run again
         # the log opened once the process is on its way (issue 27: ~0.4 ms of the first
         # start); what it writes meanwhile waits in its pipes
-        run.out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+        run.out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
         if gate is not None:
             gate.close()  # never opened: the leader exits GATE_CLOSED without running it
         run.close()
         if run.out is None:
-            run.out = Output(log_path, max_log_bytes, tail_bytes, log_root)
+            run.out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
         run.out.finish()
         raise
     run.close()
@@ -253,7 +257,12 @@ class _Run:
         return {pid for pid in members if not in_group(pid, self.pgid)}
 
     def _alive(self) -> bool:
-        return group_alive(self.pgid) or bool(self._outside())
+        """Anything of the run left: its group, or what left it. Issue 27: a cgroup that
+        could be removed held nothing (proctree.Tree.removed_empty), its members not read."""
+        if group_alive(self.pgid):
+            return True
+        return not (self.tree is not None and self.tree.removed_empty()) and bool(
+            self._outside())
 
     def _signal(self, sig: int) -> None:
         # the tree first: once the leader is dead its descendants no longer lead back to it
@@ -373,7 +382,8 @@ class _Run:
                 self.rc = self.proc.wait(timeout=KILL_SETTLE + DRAIN_LIMIT)
             except subprocess.TimeoutExpired:
                 pass
-        if self.tree is not None:  # whatever outlived the loop (draining cut short, an error)
+        # whatever outlived the loop (draining cut short, an error); an empty cgroup just goes
+        if self.tree is not None and not self.tree.removed_empty():
             for pid, named in self.tree.end(0.0).items():
                 self.escaped.setdefault(pid, named)
             self.tree.close()

@@ -204,6 +204,8 @@ class Tree:
         self.since = since  # the leader's start (clock ticks since boot): nothing older is ours
         self._needle = f"\0{MARK_ENV}={mark}\0".encode()
         self._procs_fd: int | None = None
+        self._moved: int | None = None  # the pid join() wrote into cgroup.procs, accepted
+        self._removed = False  # removed_empty() removed the cgroup: nothing was left in it
         self._seen: dict[int, int] = {}  # pid -> start of every member found: once ours, ours
         self.memory_limited = False  # issue 26: its cgroup has the task's memory.max
         self.oom_kills = 0  # memory.events' oom_kill, read before the cgroup goes
@@ -253,14 +255,16 @@ class Tree:
         if self._procs_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(self._procs_fd, str(pid).encode())
+                self._moved = pid  # the kernel moved it: no need to look (started())
 
     def started(self, pid: int) -> None:
-        """The leader runs (exec done): note it, and check that it joined the cgroup; if it
-        could not (a cgroup tree that refuses it), the mark and parent links take over."""
+        """The leader runs (exec done): note it, and check that it joined the cgroup (unless
+        join() moved it: the kernel said so); if it could not (a cgroup tree that refuses it),
+        the mark and parent links take over."""
         self.leader = pid
         st = _stat(pid)
         self.since = st[2] if st else None
-        if self.cgroup is not None and not _joined(pid, self.cgroup):
+        if self.cgroup is not None and self._moved != pid and not _joined(pid, self.cgroup):
             if self._procs_fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(self._procs_fd)
@@ -348,12 +352,35 @@ class Tree:
         _reap(pids)
         return named
 
-    def close(self) -> None:
-        """Forget the cgroup: it is removed once empty (else the next tick sweeps it)."""
+    def removed_empty(self) -> bool:
+        """Issue 27, a run's end: its cgroup removed at once when no member was ever seen
+        (the usual short task: its leader's exit left it empty), instead of reading its
+        members (the run loop's look for leftovers, end()), then close(). A cgroup v2 with a
+        process left in it cannot be removed (EBUSY), and no member was seen that could have
+        left it, so a look would have found none: True, the tree closed (and True again if
+        asked again). False (nothing done but the descriptor closed): the caller looks at the
+        members, ends the tree and closes it as before."""
+        if self._removed:
+            return True
+        if self.cgroup is None or self._seen or self.memory_limited:
+            return False
+        self._close_procs()
+        try:
+            os.rmdir(self.cgroup)
+        except OSError:
+            return False
+        self._removed = True
+        return True
+
+    def _close_procs(self) -> None:
         if self._procs_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._procs_fd)
             self._procs_fd = None
+
+    def close(self) -> None:
+        """Forget the cgroup: it is removed once empty (else the next tick sweeps it)."""
+        self._close_procs()
         if self.memory_limited and self.cgroup is not None:
             self.oom_kills = _oom_kills(self.cgroup)
         remove_cgroup(self.cgroup)

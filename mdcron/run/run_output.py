@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ..core.private_files import open_private
+from ..core.safe_fs import open_at
 
 MAX_LINE = 64 * 1024  # the last stdout line (the JSON envelope) is kept up to this size
 
@@ -28,7 +29,9 @@ class Output:
     """The log file (capped), the tail of combined output and the last stdout line."""
 
     def __init__(self, log_path: Path, max_log_bytes: int, tail_bytes: int,
-                 log_root: Path | None = None):
+                 log_root: Path | None = None, log_dir: int | None = None):
+        """`log_dir`: a descriptor of log_path's folder, walked from `log_root` already (the
+        caller's, left open): the file is opened in it (issue 27: the walk once per run)."""
         self.max_log_bytes = max(0, max_log_bytes)
         self.tail_bytes = max(0, tail_bytes)
         self.tail = bytearray()
@@ -45,8 +48,9 @@ class Output:
         self.opened = False
         try:
             # walked from the home without following a symlink (core/safe_fs.py)
-            self.fd = open_private(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
-                                   root=log_root)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            self.fd = (open_private(log_path, flags, root=log_root) if log_dir is None
+                       else open_at(log_dir, log_path.name, flags, 0o600, shown=str(log_path)))
             self.opened = True
             os.fchmod(self.fd, 0o600)
         except OSError as exc:

@@ -13,6 +13,7 @@ Lazy imports: the process runner and the tree sweep load only when a stop is car
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ..core import safe_fs
@@ -59,6 +60,12 @@ def stop_run(config: Config, task_id: str, run_id: int, by: str, now: float,
 def take_stop(config: Config, run_id: int) -> str | None:
     """Who stopped run `run_id` (the record is removed), or None when nobody asked."""
     path = _record_path(config, run_id)
+    try:  # issue 27: one stat where the walk below makes ~10 calls, for every run's end. No
+        os.stat(path)  # file there by any way (symlinks followed or not): none to read below
+    except FileNotFoundError:
+        return None
+    except OSError:
+        pass  # the walk decides (it refuses, or reads it)
     try:
         raw = safe_fs.read_regular(path, RECORD_LIMIT, root=config.home)
     except OSError:
