@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
+from test_start_gate import a_tree
 
 from mdcron.core import safe_fs
 from mdcron.core.clock import Clock, to_dt
@@ -25,7 +25,7 @@ from mdcron.run.attempt import RunContext, current_owner
 from mdcron.run.dispatch import run_all
 from mdcron.run.locks import TaskLock, read_info
 from mdcron.run.process import CommandSpec, run_command
-from mdcron.run.proctree import Tree, cgroup_base
+from mdcron.run.proctree import Tree
 from mdcron.settings.config import load_config
 from mdcron.state.store import state_store
 from mdcron.tasks.taskfile import load_task_file
@@ -60,15 +60,6 @@ def one_run(home, write_task, command: str = "echo hi"):
             (task.id, NOW)]
     ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
     return config, run_all(ctx, [(task, run_id)], print, None)[0], run_id
-
-
-def a_tree(run_id: int) -> Tree:
-    if cgroup_base() is None:
-        pytest.skip("this machine gives the tick no writable cgroup v2")
-    tree = Tree.open(run_id)
-    if tree.cgroup is None:
-        pytest.skip("the tick may not create a run's cgroup here")
-    return tree
 
 
 def test_a_run_walks_its_log_folder_once(home, write_task, monkeypatch):
