@@ -161,6 +161,10 @@ def run_command(
     `log_dir`: a descriptor of log_path's folder, walked from `log_root` by the caller (who
     closes it): the log is opened in it, not walked to again."""
     start = time.monotonic()
+
+    def open_log() -> Output:  # once the process is on its way, or its start failed
+        return Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
+
     gate = StartGate() if gated(spec, tree) else None
     try:
         proc = subprocess.Popen(
@@ -183,7 +187,7 @@ def run_command(
         if tree is not None:
             tree.close()
         reason = _start_failure(exc, spec)
-        out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
+        out = open_log()
         out.note(f"[mdcron] {reason}")
         out.finish()
         return RunResult(
@@ -208,14 +212,14 @@ def run_command(
         collector.release()  # issue 27: the task runs; collections may run again
         # the log opened once the process is on its way (issue 27: ~0.4 ms of the first
         # start); what it writes meanwhile waits in its pipes
-        run.out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
+        run.out = open_log()
         run.loop()
     except BaseException:  # on_start failed, or KeyboardInterrupt: leave nothing running
         if gate is not None:
             gate.close()  # never opened: the leader exits GATE_CLOSED without running it
         run.close()
         if run.out is None:
-            run.out = Output(log_path, max_log_bytes, tail_bytes, log_root, log_dir)
+            run.out = open_log()
         run.out.finish()
         raise
     run.close()
