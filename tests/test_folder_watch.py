@@ -61,6 +61,15 @@ def _folder_swapped(folder: Path, elsewhere: Path) -> None:
     folder.mkdir()
 
 
+def _folder_made_a_symlink(folder: Path, elsewhere: Path) -> None:
+    """The symlink in place of the folder: its path now leads to another folder."""
+    other = elsewhere / "other-tasks"
+    other.mkdir()
+    (other / "a.md").write_text("a.md\n", encoding="utf-8")
+    folder.rename(elsewhere / "old-tasks")
+    folder.symlink_to(other)
+
+
 CHANGES = {
     "written": lambda folder, _: (folder / "a.md").write_text("new\n", encoding="utf-8"),
     "appended": lambda folder, _: open(folder / "b.md", "a").close(),  # opened for writing
@@ -77,6 +86,7 @@ CHANGES = {
     "written through a hard link elsewhere": _through_a_hard_link,
     "the folder swapped for another": _folder_swapped,
     "the folder removed": lambda folder, elsewhere: folder.rename(elsewhere / "gone"),
+    "the folder replaced by a symlink to another": _folder_made_a_symlink,
 }
 
 
@@ -203,3 +213,20 @@ def test_an_unreadable_task_file_is_left_to_a_stat_and_the_others_still_watched(
         import shutil
 
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_fifo_named_like_a_task_file_neither_hangs_the_watch_nor_escapes_it(folder):
+    """The hostile file: a FIFO `x.md` is watched without being opened (no reader waits on
+    it), and a writer filling it stirs the watch as any write would."""
+    os.mkfifo(folder / "x.md")
+    watch = watching(folder)
+    try:
+        assert watch.quiet()
+        fd = os.open(folder / "x.md", os.O_RDWR | os.O_NONBLOCK)  # its own reader: no block
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+        assert not watch.quiet()
+    finally:
+        watch.close()
