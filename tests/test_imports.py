@@ -81,7 +81,9 @@ OFF = ("typing", "ctypes", "importlib", "mdcron.run.overlap", "mdcron.hosts.repl
        "mdcron.run.pings", "mdcron.run.exit_time", "mdcron.run.stop", "mdcron.run.retention",
        "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url",
        "mdcron.core.accounts", "grp", "shlex", "mdcron.schedule.observe",
-       "mdcron.tasks.outside_keys")
+       "mdcron.tasks.outside_keys", "mdcron.state.audit", "mdcron.state.heals",
+       "mdcron.state.hosts", "mdcron.state.incidents", "mdcron.state.leases",
+       "mdcron.state.metrics", "mdcron.state.outbox")
 loaded = []
 def hook(event, args):
     if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
@@ -112,7 +114,8 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     only a script task's command (or one that names claude); a config without `${` and
     without notification URLs compiles neither of envref's patterns; the first-seen rule
     (schedule/observe.py) loads only for a task without a state row, the size words
-    (tasks/outside_keys.py) only to word a kill."""
+    (tasks/outside_keys.py) only to word a kill; the store's seldom-used tables (audit, heals,
+    hosts, incidents, leases, metrics, outbox: state/seldom.py) only when one is used."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),
