@@ -28,7 +28,6 @@ Assumption: a zone's offset changes by less than 3 h at a time and not twice wit
 from __future__ import annotations
 
 import re
-import struct
 import sys
 import threading
 from collections.abc import Callable
@@ -120,6 +119,7 @@ def _load_croniter() -> None:
     if "croniter" in sys.modules:
         return
     import platform  # lazy: only while croniter loads (which imports it anyway)
+    import struct  # lazy: as platform (issue 27: a schedule wall_steps steps needs neither)
 
     real = platform.architecture
     platform.architecture = lambda *_a, **_k: (f"{struct.calcsize('P') * 8}bit", "")
