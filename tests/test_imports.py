@@ -131,7 +131,8 @@ WHOLE_TICK_PROBE = """
 import sys
 from mdcron.cli.main import main
 code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
-print("LOADED", code, sorted(m for m in ("zoneinfo", "sysconfig", "struct", "croniter")
+print("LOADED", code, sorted(m for m in ("zoneinfo", "sysconfig", "struct", "croniter",
+                                        "mdcron.state.metrics", "mdcron.state.metrics_file")
                               if m in sys.modules))
 """
 
