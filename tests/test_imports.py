@@ -132,7 +132,8 @@ import sys
 from mdcron.cli.main import main
 code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
 print("LOADED", code, sorted(m for m in ("zoneinfo", "sysconfig", "struct", "croniter",
-                                        "mdcron.state.metrics", "mdcron.state.metrics_file")
+                                        "mdcron.state.metrics", "mdcron.state.metrics_file",
+                                        "mdcron.core.zones")
                               if m in sys.modules))
 """
 
