@@ -81,7 +81,9 @@ OFF = ("typing", "ctypes", "importlib", "mdcron.run.overlap", "mdcron.hosts.repl
        "mdcron.run.pings", "mdcron.run.exit_time", "mdcron.run.stop", "mdcron.run.retention",
        "mdcron.cli.actions", "mdcron.cli.audit", "mdcron.settings.state_url",
        "mdcron.core.accounts", "grp", "shlex", "mdcron.schedule.observe",
-       "mdcron.tasks.outside_keys")
+       "mdcron.tasks.outside_keys", "mdcron.state.audit", "mdcron.state.heals",
+       "mdcron.state.hosts", "mdcron.state.incidents", "mdcron.state.leases",
+       "mdcron.state.metrics", "mdcron.state.outbox")
 loaded = []
 def hook(event, args):
     if event == "subprocess.Popen" and not loaded:  # the due task's process, about to start
@@ -112,7 +114,8 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     only a script task's command (or one that names claude); a config without `${` and
     without notification URLs compiles neither of envref's patterns; the first-seen rule
     (schedule/observe.py) loads only for a task without a state row, the size words
-    (tasks/outside_keys.py) only to word a kill."""
+    (tasks/outside_keys.py) only to word a kill; the store's seldom-used tables (audit, heals,
+    hosts, incidents, leases, metrics, outbox: state/seldom.py) only when one is used."""
     write_task("every-minute", command="true")
     for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
         out = subprocess.run([sys.executable, "-c", SPAWN_PROBE, str(home),
@@ -122,3 +125,29 @@ def test_a_due_task_starts_before_what_it_does_not_need_is_imported(home, write_
     assert "BEFORE THE TASK [[]]" in out.stdout, out.stdout + out.stderr
     assert "GLOBS COMPILED 0" in out.stdout, out.stdout + out.stderr
     assert "ENVREF COMPILED []" in out.stdout, out.stdout + out.stderr
+
+
+WHOLE_TICK_PROBE = """
+import sys
+from mdcron.cli.main import main
+code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("LOADED", code, sorted(m for m in ("zoneinfo", "sysconfig", "struct", "croniter",
+                                        "mdcron.state.metrics", "mdcron.state.metrics_file",
+                                        "mdcron.core.zones")
+                              if m in sys.modules))
+"""
+
+
+def test_a_utc_tick_never_imports_zoneinfo(home, write_task):
+    """Issue 27: with `timezone: UTC` a one-due tick computes the fire after its task's next
+    (core/wall_steps.py) in datetime's UTC: zoneinfo and the sysconfig it reads its search
+    path from (~2 ms) are never imported, nor struct (croniter's probe only)."""
+    (home / "scheduler.yaml").write_text("timezone: UTC\nmax_parallel: 4\n", encoding="utf-8")
+    write_task("every-minute", command="true")
+    for minute in ("10:00", "10:01", "10:02"):  # the last one as every tick from then on
+        out = subprocess.run([sys.executable, "-c", WHOLE_TICK_PROBE, str(home),
+                              f"2026-11-23T{minute}:00+00:00"], cwd=REPO,
+                             capture_output=True, text=True)
+        age_cache(home)
+    assert "LOADED 0 []" in out.stdout, out.stdout + out.stderr
+    assert not (home / "state" / "zone-checked").exists()  # nothing to note for UTC

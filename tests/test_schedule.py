@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -366,6 +367,33 @@ def test_resolve_zone_by_name() -> None:
             resolve_zone(bad)
     with pytest.raises(ScheduleError, match="unknown time zone 'Europe/Rgia'"):
         resolve_zone("Europe/Rgia")
+
+
+def test_utc_by_name_is_zoneinfos_utc_without_zoneinfo() -> None:
+    """Issue 27: `UTC` resolves to datetime's UTC (no zoneinfo, no sysconfig, no file to
+    read): at every instant the same offset, name and wall time as ZoneInfo("UTC"), so every
+    schedule steps alike; a zone by any other name still comes from zoneinfo."""
+    zone, real = resolve_zone("UTC"), ZoneInfo("UTC")
+    assert str(zone) == str(real) == "UTC"
+    rng = random.Random(27)
+    for _ in range(2000):
+        t = datetime(2, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(9996 * 365 * 86400))
+        assert t.astimezone(zone).utcoffset() == t.astimezone(real).utcoffset() == timedelta(0)
+        assert t.astimezone(zone).tzname() == t.astimezone(real).tzname()
+        wall = t.replace(tzinfo=None)
+        for fold in (0, 1):
+            assert (wall.replace(tzinfo=zone, fold=fold).utcoffset()
+                    == wall.replace(tzinfo=real, fold=fold).utcoffset())
+    for spec in ("30 3 * * *", "*/7 * * * *", "0 0 29 2 *", "15 2 * * 0"):
+        a, b = parse_schedule(spec, zone), parse_schedule(spec, real)
+        start = utc(2026, 3, 1)
+        end = start + timedelta(days=400)
+        assert fires_between(a, start, end, 500) == fires_between(b, start, end, 500)
+    assert isinstance(resolve_zone("Etc/UTC"), ZoneInfo)
+    code = ("import sys; from mdcron.core.wall_time import resolve_zone;"
+            " resolve_zone('UTC'); print('zoneinfo' in sys.modules);"
+            " resolve_zone('Europe/Riga'); print('zoneinfo' in sys.modules)")
+    assert _python(code).split() == ["False", "True"]
 
 
 def _python(code: str, **env: str) -> str:

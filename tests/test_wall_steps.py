@@ -82,3 +82,38 @@ def test_tick_of_daily_schedules_does_not_import_croniter(home, write_task):
     out = subprocess.run([sys.executable, "-c", PROBE, str(home)], cwd=REPO,
                          capture_output=True, text=True)
     assert "CRONITER False 0" in out.stdout, out.stdout + out.stderr
+
+
+def test_plain_cron_items_read_without_the_item_pattern_as_with_it():
+    """Issue 27: `*`, `*/n` and a number are read without compiling cron.py's _ITEM; each
+    reads as its spelling through the pattern does (`lo-hi`, `lo-hi/n`, `d-d`), refuses what
+    that refuses, and anything else still goes through the pattern."""
+    from mdcron.core.cron import _FIELDS, ScheduleError, _parse_field
+
+    for index, (_, lo, hi, _, _) in enumerate(_FIELDS):
+        assert _parse_field("t", "*", index) == _parse_field("t", f"{lo}-{hi}", index)
+        for n in (1, 2, 5, 7, 13, 60, 99):
+            assert (_parse_field("t", f"*/{n}", index)
+                    == _parse_field("t", f"{lo}-{hi}/{n}", index))
+        for d in range(0, 100):
+            try:
+                expected = _parse_field("t", f"{d}-{d}", index)
+            except ScheduleError as exc:
+                with pytest.raises(ScheduleError) as info:
+                    _parse_field("t", str(d), index)
+                assert str(info.value) == str(exc)
+            else:
+                assert _parse_field("t", str(d), index) == expected
+        for bad in ("*/0", "*/", "*/x", "*/-1", "\u0663", "\u00b2", "*/\u0663", "*/2/2", ""):
+            with pytest.raises(ScheduleError):
+                _parse_field("t", bad, index)
+
+
+def test_a_plain_schedule_compiles_no_pattern():
+    code = ("import re; from mdcron.core.cron import _ITEM, parse_schedule;"
+            " from mdcron.core.wall_time import resolve_zone;"
+            " [parse_schedule(s, resolve_zone('UTC')) for s in"
+            " ('* * * * *', '30 6 * * *', '*/5 * * * *', '0 */2 1 * 0')];"
+            " print(any(k[1] == _ITEM for k in re._cache))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

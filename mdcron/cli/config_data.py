@@ -14,6 +14,7 @@ tick with work ~2.4 ms before its first task. So a checked config whose zone res
 state/zone-checked which file ZoneInfo read for that name (the first folder of its search path,
 the interpreter, $PYTHONTZPATH) and that file's stat: while they are all unchanged, ZoneInfo
 would read the same bytes again, and the config is built without resolving the zone again.
+`timezone: UTC` needs no record: wall_time resolves it without zoneinfo or a file.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def load(home: Path, text: str | None, keep: bool) -> tuple[Config, list[Problem
         zone = data.get("timezone")
         if zone is None:
             return load_config(home, data=data)
-        if _zone_holds(home, str(zone)):
+        if zone == "UTC" or _zone_holds(home, str(zone)):  # UTC: no file (core/wall_time.py)
             return load_config(home, data=data, zone_checked=True)
         built = load_config(home, data=data)  # the zone resolved (else ConfigError)
         if keep:

@@ -1,6 +1,10 @@
 """Wall times and instants in a time zone, for the schedule maths (cron.py): the zone of a name
 (or the system's), and where a naive wall time falls, once, twice (fall back) or not at all (a
 spring-forward gap). Pure apart from reading the system zone once.
+
+Lazy imports: zoneinfo (with sysconfig, which it asks for its search path: ~2 ms, issue 27) only
+for a zone other than UTC: "UTC" is datetime's own UTC, the same offset (zero) at every instant
+and the same name, without a file to read.
 """
 
 from __future__ import annotations
@@ -8,7 +12,6 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
-from zoneinfo import ZoneInfo
 
 _SECOND = timedelta(seconds=1)
 
@@ -45,9 +48,13 @@ def resolve_zone(name: str | None) -> tzinfo:
     return UTC
 
 
-def _zone_or_none(name: str) -> ZoneInfo | None:
+def _zone_or_none(name: str) -> tzinfo | None:
+    if name == "UTC":  # ZoneInfo("UTC")'s offsets and name, without zoneinfo and its file
+        return UTC
     if not name or ".." in name or name.startswith("/"):
         return None
+    from zoneinfo import ZoneInfo  # lazy: a zone other than UTC (see the module's docstring)
+
     try:
         return ZoneInfo(name)
     except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError

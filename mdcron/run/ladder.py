@@ -19,7 +19,7 @@ from ..core.clock import to_dt
 from ..core.outcome import Outcome, RunResult, late_note
 from ..core.records import dataclass, field, replace
 from ..settings.config import Config
-from ..state.leases import FencedOff
+from ..state.db import FencedOff  # leases.py's, without the leases (issue 27)
 from ..state.store import Store
 from ..tasks.run_keys import backoff, start_offset
 from ..tasks.task import Task

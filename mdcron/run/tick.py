@@ -27,6 +27,7 @@ from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state.clockback import ahead
 from ..state.idle import FUTURE_SLACK
+from ..state.meta import record_tick
 from ..state.store import Store, TaskState, last_tick, state_store, warm_ahead
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
@@ -438,8 +439,6 @@ def _problems_changed(store: Store, problems: list[Problem]) -> bool:
 def _record_tick(store: Store, config: Config, now: float, duration: float,
                  say: Callable[[str], None]) -> None:
     """Issue 26: the tick's figures for /metrics, and `metrics_file` when configured."""
-    from ..state.metrics import record_tick  # lazy: only at the end of a full tick
-
     path = str(config.metrics_file) if config.metrics_file is not None else None
     try:
         record_tick(store, path, now, duration)

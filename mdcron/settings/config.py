@@ -230,19 +230,22 @@ def _build(home: Path, path: Path, data: dict, environ: Mapping[str, str],
                                     severity="warning"))
     if "timezone" in data:
         tz = data["timezone"]
-        from ..core.zones import abbreviation_warning, unknown_zone  # lazy: only for `timezone:`
-
         known = zone_checked
         if not known:
-            from ..core.wall_time import ScheduleError, resolve_zone  # lazy: as zones (zoneinfo)
+            from ..core.wall_time import ScheduleError, resolve_zone  # lazy: zoneinfo
 
             try:
                 resolve_zone(str(tz))
                 known = True
             except ScheduleError:
+                from ..core.zones import unknown_zone  # lazy: only for a name that is no zone
+
                 err("timezone", unknown_zone(tz))
         if known:
             values["timezone"] = str(tz)
+        if known and str(tz) != "UTC":  # UTC is never an abbreviation (zones._FINE)
+            from ..core.zones import abbreviation_warning  # lazy: a `timezone:` but UTC
+
             if warning := abbreviation_warning(str(tz)):  # issue 25: EST means New York
                 warnings.append(Problem(path, f"timezone: {warning}", key="timezone",
                                         severity="warning"))

@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+class FencedOff(Exception):
+    """A write by a holder whose lease was taken over: refused, nothing changed (leases.py
+    checks the fence; Store.write refuses every write of a holder that fenced itself)."""
+
+
 class Tables:
     """The base of the table mixins; store.Store provides the real members."""
 

@@ -11,16 +11,12 @@ margin (hosts/lease.py), so another host may only take the lease a margin after 
 from __future__ import annotations
 
 from ..core.records import NamedTuple  # typing's, without its per-field check
-from .db import Tables
+from .db import FencedOff, Tables
 from .runs import running_on
 
 TYPE_CHECKING = False  # typing stays off the tick's path (issue 27: ~2.5 ms before a due task)
 if TYPE_CHECKING:
     from typing import Any
-
-
-class FencedOff(Exception):
-    """A write by a holder whose lease was taken over: refused, nothing changed."""
 
 
 class LeaseRow(NamedTuple):

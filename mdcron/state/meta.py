@@ -35,6 +35,22 @@ def put_metas(db: Any, values: Mapping[str, str] | Iterable[tuple[str, str]]) ->
     db.executemany(_PUT, values.items() if isinstance(values, Mapping) else values)
 
 
+def record_tick(store: Any, metrics_file: str | None, now: float, duration: float) -> None:
+    """Issue 26, the full tick's part: its lag and duration in meta (the web's /metrics reads
+    them), and with `metrics_file` the textfile (metrics.write_textfile), whose path the idle
+    ticks find in meta cache_metrics (idle.py rewrites it with their own figures). OSError
+    when the file cannot be written. `store`: a store.Store."""
+    values = {"tick_figures": f"{now % 60.0!r} {duration!r} {now!r}"}
+    if metrics_file is not None:
+        from .metrics import write_textfile  # lazy: the figures only for a metrics_file
+
+        write_textfile(store, metrics_file, now, duration)
+    if (read_meta(store.connect(), "cache_metrics") or "") != (metrics_file or ""):
+        values["cache_metrics"] = metrics_file or ""
+    with store.write() as db:
+        put_metas(db, values)
+
+
 def take_meta(db: Any, key: str) -> bool:
     """Delete a key; True for the one caller that removed it (check-and-set)."""
     return db.execute("DELETE FROM meta WHERE key = ?", (key,)).rowcount == 1

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from ..core.records import dataclass, field
 from .db import Tables
-from .meta import put_metas, read_meta
 from .metrics_file import write as write_file
 
 FAILED = ("failed", "timeout", "crashed", "lost")
@@ -150,15 +149,7 @@ def exposition(data: Figures) -> str:
     return "\n".join(lines) + "\n"
 
 
-def record_tick(store: MetricsTable, metrics_file: str | None, now: float,
-                duration: float) -> None:
-    """The full tick's part: its lag and duration in meta (the web's /metrics reads them), and
-    with `metrics_file` the textfile, whose path the idle ticks find in meta cache_metrics
-    (idle.py rewrites it with their own figures). OSError when the file cannot be written."""
-    values = {"tick_figures": f"{now % 60.0!r} {duration!r} {now!r}"}
-    if metrics_file is not None:
-        write_file(metrics_file, exposition(figures(store.metric_rows())), now, duration)
-    if (read_meta(store.connect(), "cache_metrics") or "") != (metrics_file or ""):
-        values["cache_metrics"] = metrics_file or ""
-    with store.write() as db:
-        put_metas(db, values)
+def write_textfile(store: MetricsTable, path: str, now: float, duration: float) -> None:
+    """The `metrics_file` of a full tick: every figure, with the tick's own (meta.record_tick,
+    which writes the figures the web reads, calls it). OSError when it cannot be written."""
+    write_file(path, exposition(figures(store.metric_rows())), now, duration)

@@ -12,7 +12,8 @@ partial unique index: the scheduled first attempt of a slot can be inserted once
 
 Lazy imports: the spool, pgstate (psycopg) and the lost-database guard load only when they
 apply: a result the database could not take, a PostgreSQL URL, a database file that had to be
-created (or a won claim, which the guard's marker remembers).
+created (or a won claim, which the guard's marker remembers); the leases' fence check only for
+a run holding a lease (a shared state).
 """
 
 from __future__ import annotations
@@ -28,18 +29,13 @@ from pathlib import Path
 from ..core import safe_fs
 from ..core.background import Background
 from ..core.outcome import Outcome, RunResult
-from .audit import AuditTable
 from .clockback import ClockBackTable
 from .comments import CommentsTable
-from .heals import HealsTable
-from .hosts import HostsTable
-from .incidents import IncidentsTable
-from .leases import FencedOff, LeasesTable, check_fence
+from .db import FencedOff
 from .meta import MetaTable, put_metas
-from .metrics import MetricsTable
-from .outbox import OutboxTable
 from .runs import Owner, RunsTable
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .seldom import SeldomTables
 from .task_state import StateRow, TaskState, TaskStateTable, state_rows
 from .trouble import LOCK_BUDGET, Locked, describe, is_busy, is_trouble
 
@@ -84,11 +80,12 @@ def lost_in_tick(exc: BaseException) -> StoreError:
                       " state/spool.jsonl and the next tick records them")
 
 
-class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, CommentsTable,
-            HealsTable, LeasesTable, HostsTable, ClockBackTable, AuditTable,
-            MetricsTable):  # issue 26: the figures of /metrics and metrics_file
+class Store(TaskStateTable, RunsTable, MetaTable, ClockBackTable, CommentsTable,
+            SeldomTables):
     """The state: a connection (SQLite or PostgreSQL), its short write transactions and
-    migrations; every table's operations come from mdcron/state/ (protocol.State lists them)."""
+    migrations; every table's operations come from mdcron/state/ (protocol.State lists them):
+    the tables a due tick reads before its first task (comments: each run's has_unread) as
+    mixins, the others through seldom.py, which loads each one on its first use."""
 
     def __init__(self, path: Path, url: str | None = None, host: str | None = None):
         """`path`: the SQLite file; `url`: a postgresql:// URL, used instead when given;
@@ -145,7 +142,9 @@ class Store(TaskStateTable, RunsTable, MetaTable, OutboxTable, IncidentsTable, C
                 raise
             try:
                 if self.fence is not None:  # issue 11: a holder whose lease was taken over
-                    check_fence(db, *self.fence)  # writes nothing (leases.FencedOff)
+                    from .leases import check_fence  # lazy: a run holding a lease only
+
+                    check_fence(db, *self.fence)  # writes nothing (FencedOff)
                 yield db
             except BaseException:
                 db.execute("ROLLBACK")
