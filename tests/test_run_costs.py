@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import selectors
 import subprocess
 import time
 from pathlib import Path
@@ -205,3 +207,23 @@ def test_a_lock_record_growing_is_not_cut_first(tmp_path, monkeypatch):
     assert len(cuts) == 2
     lock.release()
     assert path.read_text() == ""
+
+
+def test_a_runs_pipes_are_polled_without_a_selector(tmp_path, monkeypatch):
+    """The run loop watches its two pipes with one poll object, not a selector (an epoll
+    descriptor made, two adds, two deletes, its close, and its keys kept in Python: ~40 µs of
+    the tick per run); both streams still reach the log in order, and the pipes are closed."""
+    selectors_made = spy(monkeypatch, selectors, "DefaultSelector")
+    epolls = spy(monkeypatch, select, "epoll")
+    log = tmp_path / "logs" / "run.log"
+    spec = CommandSpec(argv=["/bin/sh", "-c", "echo out; sleep 0.1; echo err >&2; sleep 0.1; "
+                             "echo last"], cwd=tmp_path, env=dict(os.environ), timeout=10.0)
+    pipes: list[int] = []
+    result = run_command(spec, log_path=log, max_log_bytes=1 << 20, tail_bytes=4096,
+                         on_start=lambda pid: pipes.extend(
+                             int(fd) for fd in os.listdir(f"/proc/{os.getpid()}/fd")))
+    assert result.ok
+    assert log.read_text() == "out\nerr\nlast\n"
+    assert selectors_made == [] and epolls == []
+    left = {int(fd) for fd in os.listdir(f"/proc/{os.getpid()}/fd")}
+    assert len(left) < len(pipes)  # the run's pipes (and its log) closed with it
