@@ -29,7 +29,7 @@ from mdcron.run.locks import TaskLock, read_info
 from mdcron.run.process import CommandSpec, run_command
 from mdcron.run.proctree import Tree
 from mdcron.settings.config import load_config
-from mdcron.state.store import state_store
+from mdcron.state.store import Store, state_store
 from mdcron.tasks.taskfile import load_task_file
 
 NOW = 1_800_000_000.0
@@ -227,3 +227,24 @@ def test_a_runs_pipes_are_polled_without_a_selector(tmp_path, monkeypatch):
     assert selectors_made == [] and epolls == []
     left = {int(fd) for fd in os.listdir(f"/proc/{os.getpid()}/fd")}
     assert len(left) < len(pipes)  # the run's pipes (and its log) closed with it
+
+
+def test_the_ladder_reads_its_slot_not_the_whole_run_row(home, write_task, monkeypatch):
+    """Before the start the ladder needs its run's slot and trigger (a retry row repeats them,
+    jitter counts from the slot): two columns read, not the row made a dict."""
+    rows = spy(monkeypatch, Store, "run")
+    write_task("t", command="exit 3", retry=1)
+    config, _ = load_config(home)
+    task = load_task_file(home / "tasks" / "t.md", config)[0]
+    owner = current_owner()
+    with state_store(config) as store:
+        run_id = store.claim_slots([(task.id, NOW, None, str(task.path))], NOW, owner)[
+            (task.id, NOW)]
+    ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
+    outcome = run_all(ctx, [(task, run_id)], print, None)[0]
+    assert [kind for _, kind, _ in outcome.steps] == ["run", "retry"]
+    assert rows == []
+    with state_store(config) as store:
+        made = store.history(5, task_id="t")
+    assert [(r["scheduled_for"], r["trigger"], r["kind"]) for r in reversed(made)] == [
+        (NOW, "schedule", "run"), (NOW, "schedule", "retry")]

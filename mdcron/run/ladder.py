@@ -196,9 +196,9 @@ def climb(
     healer: Healer | None,
 ) -> LadderOutcome:
     config = ctx.config
-    slot = store.run(run_id) or {}
-    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
-    trigger = str(slot.get("trigger") or "schedule")
+    slot, trigger = store.slot_of(run_id) or (None, None)  # issue 27: two columns, not the row
+    scheduled_for = float(slot or ctx.clock.now())
+    trigger = str(trigger or "schedule")
     if trigger == "schedule" and task.jitter:  # issue 26: start at the slot + this task's offset
         pause(ctx.gate, scheduled_for + start_offset(task, config) - ctx.clock.now())
     heal_reason = healer.unavailable_reason(task) if healer is not None else NO_HEALER
