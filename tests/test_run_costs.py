@@ -231,20 +231,28 @@ def test_a_runs_pipes_are_polled_without_a_selector(tmp_path, monkeypatch):
 
 def test_the_ladder_reads_its_slot_not_the_whole_run_row(home, write_task, monkeypatch):
     """Before the start the ladder needs its run's slot and trigger (a retry row repeats them,
-    jitter counts from the slot): two columns read, not the row made a dict."""
+    jitter counts from the slot): two columns read, not the row made a dict; and the task's
+    failures in a row and probation in one read, not two."""
     rows = spy(monkeypatch, Store, "run")
+    states = spy(monkeypatch, Store, "task_state")
+    probations = spy(monkeypatch, Store, "probation_until")
     write_task("t", command="exit 3", retry=1)
     config, _ = load_config(home)
     task = load_task_file(home / "tasks" / "t.md", config)[0]
     owner = current_owner()
     with state_store(config) as store:
+        store.observe([(task.id, True, str(task.path))], NOW - 60)
         run_id = store.claim_slots([(task.id, NOW, None, str(task.path))], NOW, owner)[
             (task.id, NOW)]
     ctx = RunContext(config, Clock(to_dt(NOW)), owner, dict(os.environ))
     outcome = run_all(ctx, [(task, run_id)], print, None)[0]
     assert [kind for _, kind, _ in outcome.steps] == ["run", "retry"]
-    assert rows == []
+    assert rows == [] and states == [] and probations == []
     with state_store(config) as store:
         made = store.history(5, task_id="t")
+        assert store.ladder_start("t") == (1, None)  # the failure the ladder counted
+        store.set_probation("t", NOW + 60)
+        assert store.ladder_start("t") == (1, NOW + 60)
+        assert store.ladder_start("nobody") == (0, None)
     assert [(r["scheduled_for"], r["trigger"], r["kind"]) for r in reversed(made)] == [
         (NOW, "schedule", "run"), (NOW, "schedule", "retry")]

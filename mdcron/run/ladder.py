@@ -205,10 +205,9 @@ def climb(
     delays = sum(backoff(task.retry_delay, k) for k in range(1, task.retry + 1))
     budget = ladder_budget(task.timeout, task.retry, heal_reason is None, delays)
     deadline = time.monotonic() + budget
-    probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
+    # heal.on_probation, without importing heal; one read (issue 27)
+    failures_before, probation = store.ladder_start(task.id)
     on_probation = probation is not None and probation > ctx.clock.now()
-    before = store.task_state(task.id)
-    failures_before = before.consecutive_failures if before else 0
 
     result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
     from .overlap import replaced_by  # lazy: after the first attempt (issue 27: its start)
