@@ -349,8 +349,6 @@ class _Run:
         # milliseconds, rounded up (as selectors does): no busy loop on a timeout under 1 ms;
         # POLLIN, POLLHUP (the writers gone) or POLLERR alike: the read says which
         for fd, _ in self.poller.poll(math.ceil(timeout * 1000.0)):
-            if fd not in self.pipes:
-                continue
             try:
                 data = os.read(fd, READ_CHUNK)
             except OSError:
