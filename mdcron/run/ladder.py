@@ -196,19 +196,18 @@ def climb(
     healer: Healer | None,
 ) -> LadderOutcome:
     config = ctx.config
-    slot = store.run(run_id) or {}
-    scheduled_for = float(slot.get("scheduled_for") or ctx.clock.now())  # type: ignore[arg-type]
-    trigger = str(slot.get("trigger") or "schedule")
+    slot, trigger = store.slot_of(run_id) or (None, None)  # issue 27: two columns, not the row
+    scheduled_for = float(slot or ctx.clock.now())
+    trigger = str(trigger or "schedule")
     if trigger == "schedule" and task.jitter:  # issue 26: start at the slot + this task's offset
         pause(ctx.gate, scheduled_for + start_offset(task, config) - ctx.clock.now())
     heal_reason = healer.unavailable_reason(task) if healer is not None else NO_HEALER
     delays = sum(backoff(task.retry_delay, k) for k in range(1, task.retry + 1))
     budget = ladder_budget(task.timeout, task.retry, heal_reason is None, delays)
     deadline = time.monotonic() + budget
-    probation = store.probation_until(task.id)  # heal.on_probation, without importing heal
+    # heal.on_probation, without importing heal; one read (issue 27)
+    failures_before, probation = store.ladder_start(task.id)
     on_probation = probation is not None and probation > ctx.clock.now()
-    before = store.task_state(task.id)
-    failures_before = before.consecutive_failures if before else 0
 
     result = run_attempt(ctx, store, task, run_id, lock, attempt=1)
     from .overlap import replaced_by  # lazy: after the first attempt (issue 27: its start)

@@ -248,6 +248,13 @@ class RunsTable(Tables):
         rows = self._rows("SELECT * FROM runs WHERE id = ?", (run_id,))
         return rows[0] if rows else None
 
+    def slot_of(self, run_id: int) -> tuple[float, str] | None:
+        """(scheduled_for, trigger) of a run: what the ladder reads of its row before the start
+        (issue 27: not the whole row made a dict, ~30 µs per run, 100 runs at once)."""
+        row = self.connect().execute(
+            "SELECT scheduled_for, trigger FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return (row[0], row[1]) if row else None
+
     def history(self, limit: int = 20, task_id: str | None = None) -> list[RunRow]:
         if task_id is None:
             return self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT ?", (limit,))

@@ -174,6 +174,14 @@ class TaskStateTable(Tables):
             ).fetchone()
         return row[0] if row else 0
 
+    def ladder_start(self, task_id: str) -> tuple[int, float | None]:
+        """(consecutive failures, probation until) of a task, as its ladder starts: one read
+        (issue 27: task_state() and probation_until() were two, ~25 µs per run)."""
+        row = self.connect().execute(
+            "SELECT consecutive_failures, probation_until FROM task_state WHERE task_id = ?",
+            (task_id,)).fetchone()
+        return (row[0], row[1]) if row else (0, None)
+
     def probation_until(self, task_id: str) -> float | None:
         row = self.connect().execute(
             "SELECT probation_until FROM task_state WHERE task_id = ?", (task_id,)
