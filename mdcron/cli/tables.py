@@ -58,14 +58,28 @@ def _next(row: dict, now: float, when: datetime | None) -> str:
     return "—"
 
 
-def list_cells(row: dict, now: float, zone: tzinfo | None, shared: bool) -> list[str]:
-    """One task's cells in LIST_COLUMNS order (each time parsed once: 10,000 rows, issue 27)."""
+def list_cells(row: dict, now: float, zone: tzinfo | None, shared: bool,
+               fires: dict[tuple[str, bool], tuple[str, str]] | None = None) -> list[str]:
+    """One task's cells in LIST_COLUMNS order (each time parsed once: 10,000 rows, issue 27).
+    `fires`: the next run's two cells by (fire, overdue), shared by the rows of one table: they
+    depend on nothing else, and 10,000 tasks have a few distinct fires (1,439 in the bench)."""
     last = as_dt(row["last_run"] or None)
-    when = as_dt(row.get("overdue_since") or row["next_run"] or None)
+    due = row.get("overdue_since")
+    fire = due or row["next_run"]
+    if fire:
+        key = (fire, not due)
+        cells = fires.get(key) if fires is not None else None
+        if cells is None:
+            when = as_dt(fire)
+            cells = (_next(row, now, when), short_absolute(when, zone, now))
+            if fires is not None:
+                fires[key] = cells
+        next_run, next_at = cells
+    else:
+        next_run, next_at = _next(row, now, None), ""
     return [
         row["id"], row["title"] if row["title"] != row["id"] else "", row["schedule"] or "",
-        _status(row), _next(row, now, when),
-        short_absolute(when, zone, now) if when else "",
+        _status(row), next_run, next_at,
         (relative(last, now) + (f" on {row['last_host']}" if shared and row.get("last_host")
                                 else "")) if last else "never",
         short_absolute(last, zone, now) if last else "",
@@ -87,7 +101,8 @@ def list_lines(rows: Sequence[dict], problems: Sequence[Problem], tasks_dir: Pat
                zone: tzinfo | None, width: int, wide: bool, shared: bool) -> list[str]:
     """The table of valid tasks, then one line per invalid file."""
     valid = [r for r in rows if r["valid"]]
-    cells = [list_cells(r, now, zone, shared) for r in valid]
+    fires: dict[tuple[str, bool], tuple[str, str]] = {}
+    cells = [list_cells(r, now, zone, shared, fires) for r in valid]
     lines: list[str] = []
     if valid:
         lines += render(LIST_COLUMNS, cells, width, wide, _colour if wants_colour() else None)
