@@ -99,14 +99,15 @@ def _with_state(config: Config, view, tasks: list, ids: list[str]):  # -> querie
     states: dict = {}
     last: dict = {}
     holds: dict = {}
+    dues: dict = {}
     if config.state_exists:
         with state_store(config) as store:
             states, holds = store.state_rows(), held(store)
             last = store.last_run_briefs(ids)
-            view.fill_dues(states)  # once after a config change, then cached
+            dues = view.fill_dues(states)  # once after a config change, then cached
             view.save(store)
     view.close()
-    return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
+    return Loaded(tasks, view.problems, states, last, dues, holds)
 
 
 def _json_items(config: Config, now: float) -> list[str]:

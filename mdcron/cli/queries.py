@@ -54,13 +54,14 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
     holds: dict[str, dict] = {}
+    dues: dict[str, tuple[float, float | None]] = {}
     if config.state_exists:
         with state_store(config) as store:
             states, last, holds = store.task_states(), store.last_runs(), held(store)
-            view.fill_dues(states)  # issue 27: once after a config change, then cached
+            dues = view.fill_dues(states)  # issue 27: once after a config change, then cached
             view.save(store)
     view.close()
-    return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
+    return Loaded(tasks, view.problems, states, last, dues, holds)
 
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
