@@ -73,10 +73,10 @@ def _list(config: Config, args: argparse.Namespace) -> int:
     valid = sum(r["valid"] for r in rows)
     print(_title(f"{valid} task(s)", f" in {config.tasks_dir}",
                  f", times in {display_zone(config)}", width))
-    for line in list_lines(rows, loaded.problems if args.tag is None else [], config.tasks_dir,
-                           now, _zone(config), width, args.wide,
-                           bool(config.state_url)):
-        print(line)
+    lines = list_lines(rows, loaded.problems if args.tag is None else [], config.tasks_dir, now,
+                       _zone(config), width, args.wide, bool(config.state_url))
+    if lines:  # one write, not a print per line (issue 27: 10,000 lines)
+        sys.stdout.write("\n".join(lines) + "\n")
     return OK
 
 
