@@ -27,10 +27,10 @@ from ..state.store import TaskState, state_store
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from .run_policy import OVERLAP_WORDS, next_start, policy_lines
+from .task_text import HELD_REASON, schedule_text, zone_name
 from .task_text import command_text as command_text  # used below; re-exported: the web
 from .task_text import iso as iso  # used below; re-exported: the web
 from .task_text import outside_lines as outside_lines  # re-exported: the web, why
-from .task_text import zone_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +76,28 @@ class TaskRows(NamedTuple):
     """list_rows' row of one valid task (`row`), with what it looked up once for 10,000
     (issue 27): the resources each task holds now (issue 12) and the lock files with a record
     in them. cli/list_json.py writes most rows of `list --json` as text and calls `row` for the
-    others."""
+    others. `facts`: what a row is made of (Facts), which `list`'s table cells are made from
+    (tables.task_cells) without a row's dict and its times as text (issue 27)."""
 
     row: Callable[[Task], dict]
     held: dict[str, list[str]]
     held_locks: set[str]
+    facts: Callable[[Task], Facts]
+
+
+class Facts(NamedTuple):
+    """What one task's row says, worked out once (task_rows.facts): its row's values are these,
+    as JSON wants them."""
+
+    last: dict[str, object]  # its last run: started_at, status, host ({}: none)
+    state: TaskState | None
+    held: bool  # suspended, held in the state (schedule/held.py)
+    fire: datetime | None  # next_fire
+    fire_text: str | None
+    start: datetime | None  # the fire plus its jitter (next_start)
+    start_text: str | None
+    running_since: float | None
+    overdue: float | None  # overdue_since, None while it runs or is held
 
 
 def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
@@ -95,10 +112,10 @@ def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
     last_runs, states, dues, suspended = loaded.last_runs, loaded.states, loaded.due, loaded.held
     zone = config.timezone or None
     fires: dict[float, tuple[datetime, str]] = {}
+    new = tuple.__new__  # Facts._make without its checks: 10,000 rows
 
-    def row(task: Task) -> dict:
+    def facts(task: Task) -> Facts:
         tid = task.id
-        last = last_runs.get(tid) or {}
         state = states.get(tid)
         due = dues.get(tid)
         is_held = tid in suspended
@@ -115,28 +132,34 @@ def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
             start = next_start(task, config, nxt)
             start_text = start.isoformat() if start else None
         else:
-            start_text = next_text
+            start, start_text = nxt, next_text
         info = (read_info(lock_path(locks_dir, tid))  # as `why`: the lock says so
                 if f"{tid}.lock" in held_locks else None)
         running_since = info.started_at if info is not None and holder_alive(info) else None
+        overdue = (None if running_since is not None or is_held
+                   else overdue_since(task, config, state, now, due))
+        return new(Facts, (last_runs.get(tid) or {}, state, is_held, nxt, next_text, start,
+                           start_text, running_since, overdue))
+
+    def row(task: Task) -> dict:
+        tid = task.id
+        last, state, is_held, _, next_text, _, start_text, running_since, overdue = facts(task)
         started = last.get("started_at")
         return {
             "id": tid,
             "title": task.title,
-            "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
+            "schedule": schedule_text(task),
             "timezone": (task.timezone or zone) if task.timezone or zone
             else zone_name(task, config),
             "enabled": task.enabled and not is_held,
-            "disabled_reason": "auto_suspended, held in the state" if is_held
-            else task.disabled_reason,
+            "disabled_reason": HELD_REASON if is_held else task.disabled_reason,
             "last_run": iso(started) if started is not None else None,  # type: ignore[arg-type]
             "last_status": last.get("status"),
             "last_host": last.get("host"),  # issue 11: the host that ran it
             "running_since": iso(running_since) if running_since is not None else None,
             "next_run": start_text,
             "next_fire": next_text,
-            "overdue_since": None if running_since is not None or is_held
-            else iso(overdue_since(task, config, state, now, due)),
+            "overdue_since": iso(overdue),
             "command": command_text(task),
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
@@ -148,7 +171,7 @@ def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
             "problem": None,
         }
 
-    return TaskRows(row, held, held_locks)
+    return TaskRows(row, held, held_locks, facts)
 
 
 def _fire(first: float) -> tuple[datetime, str]:
