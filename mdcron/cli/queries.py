@@ -6,14 +6,13 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, schedule_of
 from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
 from ..core.lock_info import holder_alive, lock_path, read_info
 from ..core.problems import Problem
-from ..core.records import dataclass, field
+from ..core.records import NamedTuple, dataclass, field
 from ..core.units import format_duration
 from ..run.resources import describe_holders, holders
 from ..schedule.cache import View, load
