@@ -257,3 +257,28 @@ def test_list_json_copies_a_plain_tasks_row_from_its_listing(home, write_task, c
     after = cli("list", "--json", "--now", at).stdout
     assert after == before.replace('"id": "t07", "title": "t07"',
                                    '"id": "t07", "title": "Listed t07"') != before
+
+
+def test_list_decodes_the_listings_at_once_and_a_bad_one_row_by_row(home, write_task, cli):
+    """`list` decodes every listing in one json.loads (schedule/listing._decode_all). A listing
+    whose checksum holds but which does not make exactly one array of its own (not JSON; two
+    arrays; another id) costs that shortcut, never a row: the table is the one before."""
+    _many(home, write_task)
+    at = "2026-11-23T10:00:00+00:00"
+    assert cli("tick", "--now", at).returncode in (0, 1)
+    age(home)
+    wide = {"COLUMNS": "200"}
+    before = cli("list", "--now", at, env=wide).stdout
+    db = sqlite3.connect(home / "state" / "mdcron.db", isolation_level=None)
+    path = str(home / "tasks" / "t07.md")
+    text = db.execute("SELECT listing FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
+    body = text.split(" ", 1)[1]
+    for forged in ("{", body + "],[" + body, body.replace('"t07"', '"forged"')):
+        db.execute("BEGIN")
+        db.execute("UPDATE task_cache_data SET listing = ? WHERE path = ?",
+                   (f"{zlib.crc32(forged.encode())} {forged}", path))
+        sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
+        db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
+        db.execute("COMMIT")
+        assert cli("list", "--now", at, env=wide).stdout == before, forged
+    db.close()

@@ -110,8 +110,9 @@ def test_list_reads_the_cached_fields_without_building_tasks(home, write_task, t
     rows = json.loads(stdout)
     assert len(rows) == 120 and rows[7]["tags"] == ["bench"] and rows[7]["next_run"]
     table, counts = _calls(home, tmp_path, "list", "--now", NOW)
-    assert counts.get("record_of_listing") == 120 and "job007" in table  # the table's cells
-    assert counts.get("record_of", 0) == 0  # are the listed fields decoded (listing.py)
+    assert counts.get("checked") == 120 and "job007" in table  # the table's cells are the
+    assert counts.get("record_of", 0) == 0  # listed fields decoded (listing.py), all 120
+    assert counts.get("_decode_all") == 1 and counts.get("record_of_listing", 0) == 0  # at once
     # the same rows as from the files themselves (no state database: every file is read)
     import shutil
 

@@ -74,3 +74,31 @@ def test_schedules_in_words():
     assert words("0 */6 * * *") == "every 6 hours at :00"
     assert words("@daily") == "every day at midnight" and words("@every 90m") == "every 90m"
     assert words("0 9 1 * *") == "0 9 1 * *"  # not a common shape: the expression itself
+
+
+cell = st.one_of(st.text(st.characters(min_codepoint=9, max_codepoint=0x2026), max_size=40),
+                 st.none(), st.integers(-5, 500))
+
+
+@given(st.lists(st.tuples(*[cell] * len(COLUMNS)), min_size=0, max_size=8),
+       st.integers(min_value=20, max_value=250), st.booleans())
+def test_a_table_without_colour_is_the_coloured_one_unpainted(rows, width, wide):
+    """Without colour render() writes each row in one %-format, cutting only the columns
+    narrower than their longest cell (issue 27); with a colour that paints nothing it pads and
+    cuts cell by cell. Both give the same lines: spaces, tabs and newlines, None and numbers,
+    right-aligned and last columns, any width."""
+    assert render(COLUMNS, rows, width, wide) == render(COLUMNS, rows, width, wide,
+                                                        lambda name, padded: padded)
+
+
+def test_every_width_cuts_alike_without_colour():
+    """Each width from 20 to 130 columns over one table: every amount a column is cut by."""
+    rows = [("backup-postgres-nightly", "Nightly PostgreSQL dump", "failed", "in 4 min",
+             "3 min ago", "ops, nightly", "12"),
+            ("x", None, "never run", "—", "never", "", 0),
+            ("a\tb", "two\nlines", "success", "due 6 min ago, not run", "1 h 6 min ago",
+             "t" * 30, "")]
+    for width in range(20, 131):
+        for wide in (False, True):
+            assert render(COLUMNS, rows, width, wide) == render(
+                COLUMNS, rows, width, wide, lambda name, padded: padded), width

@@ -633,13 +633,17 @@ def listing(config, fill: bool = True) -> dict:
     from mdcron.state.store import Store
 
     view = cache.load(config)
+    filled = None
     with Store(config.db_path) as store:
         states = store.state_rows()
         if fill:
-            view.fill_dues(states)
+            filled = view.fill_dues(states)
             view.save(store)
     view.close()
-    return view.due_hints(states)
+    hints = view.due_hints(states)
+    if fill:  # fill_dues' own pass hands back the same hints (`list` takes those)
+        assert filled == hints and list(filled) == list(hints)
+    return hints
 
 
 def test_list_next_fires_come_from_the_cache_and_are_filled_once(home, write_task):

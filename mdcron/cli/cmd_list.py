@@ -38,9 +38,9 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
 
 def _list(config: Config, args: argparse.Namespace) -> int:
     from .fit import terminal_width
-    from .queries import list_rows
+    from .queries import list_rows, task_rows
     from .render import print_items, print_json
-    from .tables import list_lines
+    from .tables import table_cells, table_lines
 
     now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
     if args.json and not args.tag:  # issue 27: most rows written as text (list_json.py)
@@ -51,12 +51,11 @@ def _list(config: Config, args: argparse.Namespace) -> int:
         from .ids import unknown_tag
 
         raise UsageError(unknown_tag(args.tag, loaded.tasks))
-    rows = list_rows(config, loaded, now, args.tag)
     if args.json:
-        print_json(rows)
+        print_json(list_rows(config, loaded, now, args.tag))
         return OK
     width = terminal_width()
-    for note in _notes(config, rows, now, loaded.tasks):
+    for note in _notes(config, now, loaded.tasks):
         _say_note(f"mdcron: {note}", width)
     from ..tasks.not_tasks import list_notes  # issue 25: README.md, sub-folders: said once
 
@@ -67,16 +66,19 @@ def _list(config: Config, args: argparse.Namespace) -> int:
         _say_note(f"mdcron: {problem}", width)
     if folder:
         return PROBLEM
-    if not rows:
+    # the table's cells straight from what list_rows' rows are made of (tables.table_cells)
+    tasks = [t for t in loaded.tasks if not args.tag or args.tag in t.tags]
+    cells = table_cells(task_rows(config, loaded, now).facts, tasks, config, now,
+                        _zone(config), bool(config.state_url))
+    invalid = loaded.problems if args.tag is None else []  # list_rows: files in error
+    if not cells and not any(p.severity == "error" for p in invalid):
         print(f"no task files in {config.tasks_dir}")
         return OK
-    valid = sum(r["valid"] for r in rows)
-    print(_title(f"{valid} task(s)", f" in {config.tasks_dir}",
+    print(_title(f"{len(cells)} task(s)", f" in {config.tasks_dir}",
                  f", times in {display_zone(config)}", width))
-    for line in list_lines(rows, loaded.problems if args.tag is None else [], config.tasks_dir,
-                           now, _zone(config), width, args.wide,
-                           bool(config.state_url)):
-        print(line)
+    lines = table_lines(cells, invalid, config.tasks_dir, width, args.wide)
+    if lines:  # one write, not a print per line (issue 27: 10,000 lines)
+        sys.stdout.write("\n".join(lines) + "\n")
     return OK
 
 
@@ -99,14 +101,15 @@ def _with_state(config: Config, view, tasks: list, ids: list[str]):  # -> querie
     states: dict = {}
     last: dict = {}
     holds: dict = {}
+    dues: dict = {}
     if config.state_exists:
         with state_store(config) as store:
             states, holds = store.state_rows(), held(store)
             last = store.last_run_briefs(ids)
-            view.fill_dues(states)  # once after a config change, then cached
+            dues = view.fill_dues(states)  # once after a config change, then cached
             view.save(store)
     view.close()
-    return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
+    return Loaded(tasks, view.problems, states, last, dues, holds)
 
 
 def _json_items(config: Config, now: float) -> list[str]:
@@ -165,7 +168,7 @@ def display_zone(config: Config) -> str:
     return config.timezone or str(resolve_zone(None))
 
 
-def _notes(config: Config, rows: list[dict], now: float, tasks: list | None = None) -> list[str]:
+def _notes(config: Config, now: float, tasks: list | None = None) -> list[str]:
     """Plain warnings for `list`: cron has stopped calling the tick; Claude has no key."""
     notes = []
     if config.state_exists:

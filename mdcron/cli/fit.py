@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from operator import itemgetter
 
 from ..core.records import dataclass
 
@@ -54,11 +55,17 @@ def one_line(value: object) -> str:
 def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
            wide: bool = False) -> list[tuple[int, int]]:
     """The shown columns as (index, width), in the columns' own order."""
-    natural = [max([len(c.name)] + [len(r[i]) for r in rows]) for i, c in enumerate(columns)]
-    if wide:
-        return list(enumerate(natural))
-    if sum(natural) + GAP * (len(columns) - 1) <= width:
-        return list(enumerate(natural))  # everything fits whole
+    return _layout(columns, rows, width, wide)[0]
+
+
+def _layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
+            wide: bool) -> tuple[list[tuple[int, int]], list[int]]:
+    """layout(), and each column's natural width (its longest cell or its name)."""
+    natural = [max(len(c.name), max(map(len, col), default=0))
+               for c, col in zip(columns, zip(*rows, strict=False), strict=False)]
+    natural += [len(c.name) for c in columns[len(natural):]]  # no rows: the names
+    if wide or sum(natural) + GAP * (len(columns) - 1) <= width:
+        return list(enumerate(natural)), natural  # everything fits whole
     want = [min(n, c.most) if c.most else n for n, c in zip(natural, columns, strict=True)]
     floor = [min(w, max(c.least, len(c.name))) if c.least else w
              for w, c in zip(want, columns, strict=True)]
@@ -79,15 +86,17 @@ def layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int,
         widths[max(cuttable, key=lambda i: (widths[i] > want[i], columns[i].priority,
                                             columns[i].first, widths[i]))] -= 1
         over -= 1
-    return [(i, widths[i]) for i in chosen]
+    return [(i, widths[i]) for i in chosen], natural
 
 
 def render(columns: Sequence[Column], rows: Sequence[Sequence[object]], width: int,
            wide: bool = False, colour=None) -> list[str]:
     """The header and one line per row. `colour(column name, cell text) -> str` may wrap a
     padded cell in escape codes (the width is measured before)."""
-    cells = [_one_line_row(row) for row in rows]
-    shown = layout(columns, cells, width, wide)
+    cells = _one_line_rows(rows)
+    shown, natural = _layout(columns, cells, width, wide)
+    if colour is None:  # issue 27: one %-format a row, for 10,000 rows
+        return _plain_lines(columns, shown, natural, cells)
     # per shown column: (index, width, right-aligned, last, name), looked up once, not per
     # cell (issue 27: 10,000 rows)
     spec = [(i, w, columns[i].right, n == len(shown) - 1, columns[i].name)
@@ -107,15 +116,38 @@ def render(columns: Sequence[Column], rows: Sequence[Sequence[object]], width: i
     return [line([c.name for c in columns], False), *(line(r, True) for r in cells)]
 
 
-def _one_line_row(row: Sequence[object]) -> list[str]:
-    """one_line() of each cell; a row of plain one-line text is checked once, as a whole."""
+def _plain_lines(columns: Sequence[Column], shown: list[tuple[int, int]], natural: list[int],
+                 cells: Sequence[Sequence[str]]) -> list[str]:
+    """render's lines without colour: each row's shown cells in one %-format (padded as
+    rjust/ljust pad, the last column left as it is), cut first in the columns narrower than
+    their longest cell."""
+    fmt = (" " * GAP).join(f"%{w}s" if columns[i].right else
+                           "%s" if n == len(shown) - 1 else f"%-{w}s"
+                           for n, (i, w) in enumerate(shown))
+    pick = itemgetter(*[i for i, _ in shown]) if len(shown) > 1 else None
+    narrow = [(n, w) for n, (i, w) in enumerate(shown) if natural[i] > w]
+    lines = []
+    for values in ([c.name for c in columns], *cells):
+        texts = pick(values) if pick is not None else (values[shown[0][0]],)
+        if narrow:
+            texts = list(texts)
+            for n, w in narrow:
+                if len(texts[n]) > w:
+                    texts[n] = cut(texts[n], w)
+            texts = tuple(texts)
+        lines.append((fmt % texts).rstrip())
+    return lines
+
+
+def _one_line_rows(rows: Sequence[Sequence[object]]) -> Sequence[Sequence[str]]:
+    """one_line() of each cell; rows of plain one-line text are checked once, all together."""
     try:
-        joined = "".join(row)  # type: ignore[arg-type]  (a TypeError: not all text)
+        joined = "".join(map("".join, rows))  # type: ignore[arg-type]  (TypeError: not text)
     except TypeError:
-        return [one_line(v) for v in row]
+        joined = "\n"
     if "\n" in joined or "\r" in joined or "\t" in joined:
-        return [one_line(v) for v in row]
-    return list(row)  # type: ignore[arg-type]
+        return [[one_line(v) for v in row] for row in rows]
+    return rows  # type: ignore[return-value]
 
 
 def wants_colour() -> bool:

@@ -6,14 +6,13 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, schedule_of
 from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
 from ..core.lock_info import holder_alive, lock_path, read_info
 from ..core.problems import Problem
-from ..core.records import dataclass, field
+from ..core.records import NamedTuple, dataclass, field
 from ..core.units import format_duration
 from ..run.resources import describe_holders, holders
 from ..schedule.cache import View, load
@@ -27,10 +26,10 @@ from ..state.store import TaskState, state_store
 from ..tasks.run_keys import decision_time
 from ..tasks.task import Task
 from .run_policy import OVERLAP_WORDS, next_start, policy_lines
+from .task_text import HELD_REASON, schedule_text, zone_name
 from .task_text import command_text as command_text  # used below; re-exported: the web
 from .task_text import iso as iso  # used below; re-exported: the web
 from .task_text import outside_lines as outside_lines  # re-exported: the web, why
-from .task_text import zone_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +53,14 @@ def loaded_with_state(config: Config, view: View, tasks: list[Task]) -> Loaded:
     states: dict[str, TaskState] = {}
     last: dict[str, dict[str, object]] = {}
     holds: dict[str, dict] = {}
+    dues: dict[str, tuple[float, float | None]] = {}
     if config.state_exists:
         with state_store(config) as store:
             states, last, holds = store.task_states(), store.last_runs(), held(store)
-            view.fill_dues(states)  # issue 27: once after a config change, then cached
+            dues = view.fill_dues(states)  # issue 27: once after a config change, then cached
             view.save(store)
     view.close()
-    return Loaded(tasks, view.problems, states, last, view.due_hints(states), holds)
+    return Loaded(tasks, view.problems, states, last, dues, holds)
 
 
 def list_rows(config: Config, loaded: Loaded, now: float, tag: str | None) -> list[dict]:
@@ -75,11 +75,28 @@ class TaskRows(NamedTuple):
     """list_rows' row of one valid task (`row`), with what it looked up once for 10,000
     (issue 27): the resources each task holds now (issue 12) and the lock files with a record
     in them. cli/list_json.py writes most rows of `list --json` as text and calls `row` for the
-    others."""
+    others. `facts`: what a row is made of (Facts), which `list`'s table cells are made from
+    (tables.task_cells) without a row's dict and its times as text (issue 27)."""
 
     row: Callable[[Task], dict]
     held: dict[str, list[str]]
     held_locks: set[str]
+    facts: Callable[[Task], Facts]
+
+
+class Facts(NamedTuple):
+    """What one task's row says, worked out once (task_rows.facts): its row's values are these,
+    as JSON wants them."""
+
+    last: dict[str, object]  # its last run: started_at, status, host ({}: none)
+    state: TaskState | None
+    held: bool  # suspended, held in the state (schedule/held.py)
+    fire: datetime | None  # next_fire
+    fire_text: str | None
+    start: datetime | None  # the fire plus its jitter (next_start)
+    start_text: str | None
+    running_since: float | None
+    overdue: float | None  # overdue_since, None while it runs or is held
 
 
 def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
@@ -93,41 +110,55 @@ def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
     # looked up once, not per task (issue 27: 10,000 rows)
     last_runs, states, dues, suspended = loaded.last_runs, loaded.states, loaded.due, loaded.held
     zone = config.timezone or None
+    fires: dict[float, tuple[datetime, str]] = {}
+    new = tuple.__new__  # Facts._make without its checks: 10,000 rows
 
-    def row(task: Task) -> dict:
+    def facts(task: Task) -> Facts:
         tid = task.id
-        last = last_runs.get(tid) or {}
         state = states.get(tid)
         due = dues.get(tid)
         is_held = tid in suspended
-        nxt = None if is_held else next_fire(task, config, now, due)
-        next_text = nxt.isoformat() if nxt else None
+        first = due[1] if due is not None and due[0] <= now else None
+        if (first is not None and now + 1e-6 < first and task.enabled and not task.after
+                and not is_held):
+            # next_fire's answer from the cache's hint, worked out once per distinct fire
+            # (issue 27: 10,000 tasks share a few)
+            nxt, next_text = fires.get(first) or fires.setdefault(first, _fire(first))
+        else:
+            nxt = None if is_held else next_fire(task, config, now, due)
+            next_text = nxt.isoformat() if nxt else None
         if task.jitter:  # issue 26: the fire plus its jitter
             start = next_start(task, config, nxt)
             start_text = start.isoformat() if start else None
         else:
-            start_text = next_text
+            start, start_text = nxt, next_text
         info = (read_info(lock_path(locks_dir, tid))  # as `why`: the lock says so
                 if f"{tid}.lock" in held_locks else None)
         running_since = info.started_at if info is not None and holder_alive(info) else None
+        overdue = (None if running_since is not None or is_held
+                   else overdue_since(task, config, state, now, due))
+        return new(Facts, (last_runs.get(tid) or {}, state, is_held, nxt, next_text, start,
+                           start_text, running_since, overdue))
+
+    def row(task: Task) -> dict:
+        tid = task.id
+        last, state, is_held, _, next_text, _, start_text, running_since, overdue = facts(task)
         started = last.get("started_at")
         return {
             "id": tid,
             "title": task.title,
-            "schedule": "after " + ", ".join(task.after) if task.after else task.schedule,
+            "schedule": schedule_text(task),
             "timezone": (task.timezone or zone) if task.timezone or zone
             else zone_name(task, config),
             "enabled": task.enabled and not is_held,
-            "disabled_reason": "auto_suspended, held in the state" if is_held
-            else task.disabled_reason,
+            "disabled_reason": HELD_REASON if is_held else task.disabled_reason,
             "last_run": iso(started) if started is not None else None,  # type: ignore[arg-type]
             "last_status": last.get("status"),
             "last_host": last.get("host"),  # issue 11: the host that ran it
             "running_since": iso(running_since) if running_since is not None else None,
             "next_run": start_text,
             "next_fire": next_text,
-            "overdue_since": None if running_since is not None or is_held
-            else iso(overdue_since(task, config, state, now, due)),
+            "overdue_since": iso(overdue),
             "command": command_text(task),
             "consecutive_failures": state.consecutive_failures if state else 0,
             "tags": list(task.tags),
@@ -139,7 +170,12 @@ def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
             "problem": None,
         }
 
-    return TaskRows(row, held, held_locks)
+    return TaskRows(row, held, held_locks, facts)
+
+
+def _fire(first: float) -> tuple[datetime, str]:
+    fire = to_dt(first)  # as next_fire makes it from the hint
+    return fire, fire.isoformat()
 
 
 def invalid_rows(problems: list[Problem]) -> list[dict]:

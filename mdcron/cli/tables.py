@@ -8,14 +8,22 @@ shows every column uncut. Invalid files follow, one line each, pointing to `vali
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, tzinfo
+from collections.abc import Callable, Iterable, Sequence
+from datetime import tzinfo
 from pathlib import Path
 
+from ..core.clock import to_dt
 from ..core.problems import Problem
 from ..core.units import format_duration
+from ..settings.config import Config
+from ..tasks.task import Task
 from .fit import Column, cut, paint, render, wants_colour
-from .timefmt import as_dt, relative, short_absolute
+from .task_text import HELD_REASON, command_text, schedule_text, zone_name
+from .timefmt import relative, short_absolute
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .queries import Facts
 
 STATUS_COLOURS = {"success": "green", "failed": "red", "timeout": "red", "crashed": "magenta",
                   "lost": "magenta", "skipped": "yellow", "running": "cyan", "overdue": "red",
@@ -39,39 +47,57 @@ LIST_COLUMNS = (
 )
 
 
-def _status(row: dict) -> str:
-    if row.get("running_since"):
-        return "running"
-    if not row["enabled"]:
-        return "disabled"
-    return str(row["last_status"] or "never run")
+def table_cells(facts: Callable[[Task], Facts], tasks: Iterable[Task], config: Config,
+                now: float, zone: tzinfo | None, shared: bool) -> list[list[str]]:
+    """Each task's cells in LIST_COLUMNS order: what list_rows' row says of it, made from what
+    the row is made of (queries.task_rows' facts), not from the row (issue 27: 10,000 rows,
+    their dicts and their times written as text and read back were a fifth of `list`)."""
+    fires: dict = {}  # the next run's two cells by fire: 10,000 tasks share a few (1,439)
+    own = config.timezone or None
+    out = []
+    for task in tasks:
+        zone_text = ((task.timezone or own) if task.timezone or own  # as the row's timezone
+                     else zone_name(task, config))
+        out.append(task_cells(task, facts(task), zone_text, now, zone, shared, fires))
+    return out
 
 
-def _next(row: dict, now: float, when: datetime | None) -> str:
-    """`when`: the overdue fire, else the next run, parsed once (list_cells)."""
-    if row.get("overdue_since"):
-        return f"due {relative(when, now).removesuffix(' ago')} ago, not run"
-    if row.get("next_run"):
-        return relative(when, now)
-    if row.get("after") and row["enabled"]:
-        return "after " + ", ".join(row["after"])
-    return "—"
-
-
-def list_cells(row: dict, now: float, zone: tzinfo | None, shared: bool) -> list[str]:
-    """One task's cells in LIST_COLUMNS order (each time parsed once: 10,000 rows, issue 27)."""
-    last = as_dt(row["last_run"] or None)
-    when = as_dt(row.get("overdue_since") or row["next_run"] or None)
+def task_cells(task: Task, f: Facts, zone_text: str | None, now: float, zone: tzinfo | None,
+               shared: bool, fires: dict) -> list[str]:
+    """One task's cells; `fires`: the next run's two cells by (fire, overdue), shared by the
+    rows of one table (they depend on nothing else)."""
+    tid, overdue = task.id, f.overdue
+    enabled = task.enabled and not f.held
+    key = (overdue, True) if overdue is not None else (f.start, False) if f.start_text else None
+    if key is not None:
+        cells = fires.get(key)
+        if cells is None:
+            when = to_dt(overdue) if overdue is not None else f.start
+            text = relative(when, now)
+            if overdue is not None:
+                text = f"due {text.removesuffix(' ago')} ago, not run"
+            cells = fires[key] = (text, short_absolute(when, zone, now))
+        next_run, next_at = cells
+    elif task.after and enabled:
+        next_run, next_at = "after " + ", ".join(task.after), ""
+    else:
+        next_run, next_at = "—", ""
+    started = f.last.get("started_at")
+    if started is not None:
+        last = to_dt(started)  # type: ignore[arg-type]
+        host = f.last.get("host")
+        last_run = relative(last, now) + (f" on {host}" if shared and host else "")
+        last_at = short_absolute(last, zone, now)
+    else:
+        last_run, last_at = "never", ""
+    status = ("running" if f.running_since is not None else "disabled" if not enabled
+              else str(f.last.get("status") or "never run"))
+    fails = f.state.consecutive_failures if f.state else 0
     return [
-        row["id"], row["title"] if row["title"] != row["id"] else "", row["schedule"] or "",
-        _status(row), _next(row, now, when),
-        short_absolute(when, zone, now) if when else "",
-        (relative(last, now) + (f" on {row['last_host']}" if shared and row.get("last_host")
-                                else "")) if last else "never",
-        short_absolute(last, zone, now) if last else "",
-        str(row["consecutive_failures"] or ""), row["timezone"] or "",
-        "" if row["enabled"] else (row["disabled_reason"] or "by_choice"),
-        ", ".join(row["tags"]), row.get("command") or "", row["file"],
+        tid, task.title if task.title != tid else "", schedule_text(task) or "", status,
+        next_run, next_at, last_run, last_at, str(fails or ""), zone_text or "",
+        "" if enabled else ((HELD_REASON if f.held else task.disabled_reason) or "by_choice"),
+        ", ".join(task.tags), command_text(task) or "", str(task.path),
     ]
 
 
@@ -83,13 +109,11 @@ def _colour(name: str, cell: str) -> str:
     return cell
 
 
-def list_lines(rows: Sequence[dict], problems: Sequence[Problem], tasks_dir: Path, now: float,
-               zone: tzinfo | None, width: int, wide: bool, shared: bool) -> list[str]:
-    """The table of valid tasks, then one line per invalid file."""
-    valid = [r for r in rows if r["valid"]]
-    cells = [list_cells(r, now, zone, shared) for r in valid]
+def table_lines(cells: Sequence[Sequence[str]], problems: Sequence[Problem], tasks_dir: Path,
+                width: int, wide: bool) -> list[str]:
+    """The table of valid tasks (table_cells), then one line per invalid file."""
     lines: list[str] = []
-    if valid:
+    if cells:
         lines += render(LIST_COLUMNS, cells, width, wide, _colour if wants_colour() else None)
     lines += invalid_lines(problems, tasks_dir, width, wide)
     return lines

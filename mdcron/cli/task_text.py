@@ -19,6 +19,14 @@ def zone_name(task: Task, config: Config) -> str:
     return str(resolve_zone(None))
 
 
+HELD_REASON = "auto_suspended, held in the state"  # a `list` row's disabled_reason when held
+
+
+def schedule_text(task: Task) -> str | None:
+    """A `list` row's schedule: a chain's upstreams, else the task's schedule."""
+    return "after " + ", ".join(task.after) if task.after else task.schedule
+
+
 def iso(ts: float | None) -> str | None:
     return to_dt(ts).isoformat() if ts is not None else None
 

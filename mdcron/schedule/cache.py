@@ -343,21 +343,30 @@ class View:
                 files[path] = fastpath.stat_of(path)
         return read_ns, files
 
-    def fill_dues(self, states: dict[str, TaskState] | dict[str, StateRow]) -> None:
+    def fill_dues(self, states: dict[str, TaskState] | dict[str, StateRow]
+                  ) -> dict[str, tuple[float, float | None]]:
         """next_due for each enabled task with a state row whose cached one does not hold
         (after a config change every row is read again without one): computed once here, kept
-        by save(), so the next `list` finds it instead of stepping croniter for every task."""
+        by save(), so the next `list` finds it instead of stepping croniter for every task.
+        Returns due_hints(states) as they stand after, from the same pass (issue 27)."""
+        hints = {}
         for e in self.valid:
             s = states.get(e.id)  # type: ignore[arg-type]
-            if s is None or not e.enabled or e.due_known(_row_of(s), self.zone):
+            if s is None or not e.enabled:
                 continue
-            task = self.task(e)
-            if task is None:
-                continue
-            try:
-                self._set_due(e, task, s.last_slot, s.not_before)
-            except Exception:  # noqa: S112  # its maths fails: list shows it without a next run
-                continue
+            if not e.due_known(row := _row_of(s), self.zone):
+                task = self.task(e)
+                if task is None:
+                    continue
+                try:
+                    self._set_due(e, task, s.last_slot, s.not_before)
+                except Exception:  # noqa: S112  # its maths fails: list shows it without a next run
+                    continue
+                if not e.due_known(row, self.zone):
+                    continue
+            hints[s.task_id] = (max(s.not_before - 1e-6, s.last_slot) if s.last_slot is not None
+                                else s.not_before - 1e-6, e.next_due)
+        return hints
 
     def _set_due(self, e: Entry, task: Task, last_slot: float | None, not_before: float) -> None:
         e.next_due = next_due(task, self.config, last_slot, not_before)

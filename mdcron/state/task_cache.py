@@ -45,7 +45,7 @@ def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow
     changed behind save()'s back (not sealed): then every file is read again. `only` (a task
     id): a row of another id that holds whatever its file's stat is (no problems, no outside
     paths, not racily clean when read) comes as its stat alone, (size, mtime_ns, ino, ctime_ns):
-    it holds exactly when the file's stat is that (cache_entry.holds: with the stat unchanged,
+    it holds exactly when the file's stat is that (cache_entry.from_row: with the stat unchanged,
     racy() reads the stored times); the others come whole (issue 27: `show` at 10,000 tasks)."""
     db.execute("BEGIN")
     try:
