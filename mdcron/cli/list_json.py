@@ -23,10 +23,11 @@ from json.encoder import encode_basestring_ascii as _text
 from ..core.cron import resolve_zone
 from ..schedule.cache import View
 from ..schedule.cache_entry import Entry
-from ..schedule.listing import record_of_listing
+from ..schedule.cache_listed import Row
+from ..schedule.listing import listed_of, record_of_listing
 from ..settings.config import Config
 from ..state.task_cache import LISTED
-from .queries import Loaded, invalid_rows, task_rows
+from .queries import Loaded, TaskRows, invalid_rows, task_rows
 
 _ID, _TITLE, _SCHEDULE, _ZONE, _ENABLED, _REASON, _RUN_AS, _COMMAND, _TAGS, _USES, _AFTER, \
     _PATH, _JITTER = map(LISTED.index, ("id", "title", "schedule", "timezone", "enabled",
@@ -55,7 +56,7 @@ def prepare(view: View, listings: dict[str, str | None]) -> list[tuple[Entry, ob
         item: object = e.task
         if item is None:
             listing = listings.get(e.path)
-            item = _fields(e, listing)
+            item = _fields(e.id, e.path, e.enabled, listing)  # type: ignore[arg-type]
             if item is None:
                 item = record_of_listing(view, listing, e) or view.task(e)
         if item is not None:
@@ -68,11 +69,8 @@ def json_items(config: Config, view: View, listings: dict[str, str | None],
                encode: Callable[[object], str]) -> list[str]:
     """Each valid task's row of `list --json` as text, in file-name order, then the invalid
     files' rows. `encode`: the encoder of a row that is not plain (render.item_encoder)."""
-    rows = task_rows(config, loaded, now)
-    default_zone = _text(config.timezone or str(resolve_zone(None)))
+    rows, default_zone, special = _context(config, loaded, now)
     states, last_runs, dues = loaded.states, loaded.last_runs, loaded.due
-    special = set(loaded.held) | set(rows.held)
-    special.update(name[:-5] for name in rows.held_locks)  # "<id>.lock"
     out = []
     texts: dict[str, str] = {}  # the JSON of statuses and hosts met before
     fires: dict[float, str] = {}  # and of fire times: a few for 10,000 rows
@@ -92,7 +90,43 @@ def json_items(config: Config, view: View, listings: dict[str, str | None],
     return out
 
 
-def _fields(e: Entry, listing: str | None) -> list[str] | None:
+def lean_items(config: Config, held: list[Row], loaded: Loaded, now: float,
+               encode: Callable[[object], str], whole: Callable[[str], tuple[str, int] | None]
+               ) -> list[str] | None:
+    """json_items for the rows of cache_listed.held_rows (no View, no Entry): the same rows,
+    a plain one as text, another from its listing decoded (a Listed, as listed() makes it; a
+    Claude task's from `whole`, its cached row); None when one fails its checks: the caller
+    then takes the View, which reads that file."""
+    rows, default_zone, special = _context(config, loaded, now)
+    states, last_runs, dues = loaded.states, loaded.last_runs, loaded.due
+    out = []
+    texts: dict[str, str] = {}
+    fires: dict[float, str] = {}
+    for r in held:
+        tid = r.id
+        f = _fields(tid, r.path, r.enabled, r.listing)
+        line = None if f is None or tid in special else _plain(
+            f, default_zone, states.get(tid), last_runs.get(tid), dues.get(tid), now, texts,
+            fires)
+        if line is None:
+            item = listed_of(r.listing, tid, r.enabled, r.path, whole)
+            if item is None:
+                return None
+            line = encode(rows.row(item))  # type: ignore[arg-type]  (a Listed reads as a Task)
+        out.append(line)
+    return out
+
+
+def _context(config: Config, loaded: Loaded, now: float) -> tuple[TaskRows, str, set[str]]:
+    """task_rows, the config's zone as JSON, the ids whose row is never plain (suspended,
+    holding a resource, a lock with a holder's record)."""
+    rows = task_rows(config, loaded, now)
+    special = set(loaded.held) | set(rows.held)
+    special.update(name[:-5] for name in rows.held_locks)  # "<id>.lock"
+    return rows, _text(config.timezone or str(resolve_zone(None))), special
+
+
+def _fields(task_id: str, path: str, enabled: bool, listing: str | None) -> list[str] | None:
     """The listing's texts, when its checks pass and the file makes a plain task."""
     if not listing:
         return None
@@ -100,8 +134,8 @@ def _fields(e: Entry, listing: str | None) -> list[str] | None:
     f = body.split("\n")
     if (len(f) != len(LISTED) or not crc.isdigit() or zlib.crc32(body.encode()) != int(crc)
             # the id and file as JSON when they need no escaping (else: not equal, not plain)
-            or f[_ID] != f'"{e.id}"' or f[_PATH] != f'"{e.path}"'
-            or f[_ENABLED] != ("true" if e.enabled else "false") or f[_RUN_AS] != '"shell"'
+            or f[_ID] != f'"{task_id}"' or f[_PATH] != f'"{path}"'
+            or f[_ENABLED] != ("true" if enabled else "false") or f[_RUN_AS] != '"shell"'
             or f[_COMMAND] == "null" or f[_AFTER] != "[]" or f[_JITTER] not in ("0.0", "0")):
         return None
     return f
