@@ -37,15 +37,17 @@ def cmd_list(config: Config, args: argparse.Namespace) -> int:
 
 
 def _list(config: Config, args: argparse.Namespace) -> int:
-    from .fit import terminal_width
-    from .queries import list_rows, task_rows
-    from .render import print_items, print_json
-    from .tables import table_cells, table_lines
-
     now = typed_clock(args.now, "--now", config.timezone, "the config's zone")[0].now()
     if args.json and not args.tag:  # issue 27: most rows written as text (list_json.py)
+        from .render import print_items
+
         print_items(_json_items(config, now))
         return OK
+    from .fit import terminal_width
+    from .queries import list_rows, task_rows
+    from .render import print_json
+    from .tables import table_cells, table_lines
+
     loaded = _listing(config)
     if args.tag and not any(args.tag in t.tags for t in loaded.tasks):
         from .ids import unknown_tag
@@ -115,6 +117,9 @@ def _with_state(config: Config, view, tasks: list, ids: list[str]):  # -> querie
 def _json_items(config: Config, now: float) -> list[str]:
     """`list --json`'s rows as text: the plain ones from the cache's listings (list_json.py),
     the others as list_rows makes them."""
+    items = _lean_items(config, now)
+    if items is not None:
+        return items
     import sqlite3
 
     from ..schedule.cache import load
@@ -123,9 +128,6 @@ def _json_items(config: Config, now: float) -> list[str]:
     from .list_json import json_items, prepare
     from .render import item_encoder
 
-    items = _lean_items(config, now)
-    if items is not None:
-        return items
     view = load(config)
     rows: dict[str, str | None] = {}
     if view.db is not None and sum(e.task is None for e in view.valid) > 50:
