@@ -47,12 +47,16 @@ def _home(home, write_task, cli) -> None:
 def test_list_json_without_a_view_writes_what_the_view_writes(home, write_task, cli):
     """Every shape of row (a Claude task, jitter, a chain, a script, held, running, failing,
     escaped statuses and hosts, a state ahead of its due hint), now and two days on, with the
-    config's zone or the machine's: the rows made from the cache's rows alone are byte for
+    config's zone or the machine's, with resources or none (task_rows made only at the first
+    row that is not plain): the rows made from the cache's rows alone are byte for
     byte those of the View (the first `list` after a config change reads every file)."""
     _home(home, write_task, cli)
-    for zone in ("timezone: Europe/Riga\n", ""):
+    for zone, resources in (("timezone: Europe/Riga\n", "resources:\n  db: 1\n"),
+                            ("", "resources:\n  db: 1\n"), ("", "")):
+        if not resources:  # `uses: [db]` with no db: an invalid file
+            write_task("chain", after=["t01"], command="true", schedule="after")
         for now in (AT, "2026-11-23T10:00:30+00:00", "2026-11-25T11:00:00+00:00"):
-            (home / "scheduler.yaml").write_text(f"{zone}resources:\n  db: 1\n# {now}\n",
+            (home / "scheduler.yaml").write_text(f"{zone}{resources}# {now}\n",
                                                  encoding="utf-8")
             assert _lean(home)[0] is None  # another cache key: the View reads every file
             cold = cli("list", "--json", "--now", now)

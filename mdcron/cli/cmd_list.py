@@ -154,7 +154,6 @@ def _lean_items(config: Config, now: float) -> list[str] | None:
     from ..schedule.held import held
     from ..state.idle import take_scan
     from .list_json import lean_items
-    from .queries import Loaded
     from .render import item_encoder
 
     if not config.state_exists:
@@ -175,8 +174,7 @@ def _lean_items(config: Config, now: float) -> list[str] | None:
         return None
     whole = WholeRows(config)
     try:
-        return lean_items(config, rows, Loaded([], [], states, last, dues, holds), now,
-                          item_encoder(), whole)
+        return lean_items(config, rows, states, last, dues, holds, now, item_encoder(), whole)
     finally:
         whole.close()
 

@@ -21,9 +21,12 @@ from collections.abc import Callable
 from ..state import task_cache
 from ..state.task_cache import LISTED
 from ..tasks.task import Task
-from .cache import View
 from .cache_entry import Entry, GcPaused
 from .cache_json import TaskRecord, record_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .cache import View  # only its type: `list --json`'s rows need not load the View
 
 Listed = namedtuple("Listed", LISTED)  # noqa: PYI024  a task's listed fields, read as a Task
 _PATH = LISTED.index("path")
