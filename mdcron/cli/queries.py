@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 from ..core.clock import to_dt
 from ..core.cron import decide, fires_between, schedule_of
 from ..core.cron import next_fire as next_fire  # re-exported: `list` and the web use it
-from ..core.lock_info import holder_alive, lock_path, read_info
+from ..core.lock_info import held_lock_files, holder_alive, lock_path, read_info
 from ..core.problems import Problem
 from ..core.records import NamedTuple, dataclass, field
 from ..core.units import format_duration
@@ -106,7 +104,7 @@ def task_rows(config: Config, loaded: Loaded, now: float) -> TaskRows:
             if h.info is not None:
                 held.setdefault(h.info.task_id, []).append(h.resource)
     locks_dir = config.locks_dir
-    held_locks = _held_lock_files(locks_dir)
+    held_locks = held_lock_files(locks_dir)
     # looked up once, not per task (issue 27: 10,000 rows)
     last_runs, states, dues, suspended = loaded.last_runs, loaded.states, loaded.due, loaded.held
     zone = config.timezone or None
@@ -219,15 +217,6 @@ def overdue_since(task: Task, config: Config, state: TaskState | None, now: floa
     return first if first is not None and now - first >= OVERDUE_AFTER else None
 
 
-def _held_lock_files(locks_dir: Path) -> set[str]:
-    """Names of the lock files with a record in them (a released lock is emptied): only those
-    can name a running holder. One directory read instead of a read per task."""
-    try:
-        with os.scandir(locks_dir) as entries:
-            return {e.name for e in entries if e.name.endswith(".lock")
-                    and e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_size}
-    except OSError:
-        return set()
 
 
 

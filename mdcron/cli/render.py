@@ -26,8 +26,10 @@ def print_items(items: list[str]) -> None:
     if not items:
         sys.stdout.write("[]\n")
         return
-    text = ",\n  ".join(items)
-    sys.stdout.write(f"[\n  {text}\n]\n")
+    write = sys.stdout.write  # three writes: no second copy of a 6 MB text (issue 27: ~3 ms)
+    write("[\n  ")
+    write(",\n  ".join(items))
+    write("\n]\n")
 
 
 def item_encoder():  # -> Callable[[object], str]

@@ -457,18 +457,18 @@ def find_task(config: Config, task_id: str) -> TaskSet:
 
 
 def load(config: Config, *, cached: bool = True, only: str | None = None,
-         lean: float | None = None) -> View:
-    """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the
-    cache where its row still holds, else read; only changed files are parsed. A bad file is
-    skipped with its problems; it never hides another file's task or problems. `cached=False`:
-    the database is not opened, every file is read. `only`: a view for one task id (find_task):
-    a file whose row holds, names another id and has no problems gets no entry (issue 27: no
-    10,000 entries for one task); every file is still stat'ed, so a changed one is read.
-    `lean`: the tick's now: its quiet rows get no Entry (cache_fill.py)."""
+         lean: float | None = None, scan: tuple[int, dict] | None = None) -> View:
+    """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the cache
+    where its row still holds, else read; only changed files are parsed. A bad file is skipped with
+    its problems; it never hides another file's task or problems. `cached=False`: the database is
+    not opened, every file is read. `only`: a view for one task id (find_task): a file whose row
+    holds, names another id and has no problems gets no entry (issue 27: no 10,000 entries for one
+    task); every file is still stat'ed, so a changed one is read. `lean`: the tick's now: its quiet
+    rows get no Entry (cache_fill.py). `scan`: a take_scan() the caller made (list --json)."""
     key = cache_key_of(config) if cached else None
     folder = config.tasks_dir
     try:
-        read_ns, files = fastpath.take_scan(str(folder))
+        read_ns, files = scan or fastpath.take_scan(str(folder))
     except FileNotFoundError:
         return View(config, None, [], [])
     except OSError as exc:

@@ -16,13 +16,17 @@ import json
 import sqlite3
 import zlib
 from collections import namedtuple
+from collections.abc import Callable
 
 from ..state import task_cache
 from ..state.task_cache import LISTED
 from ..tasks.task import Task
-from .cache import View
 from .cache_entry import Entry, GcPaused
 from .cache_json import TaskRecord, record_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .cache import View  # only its type: `list --json`'s rows need not load the View
 
 Listed = namedtuple("Listed", LISTED)  # noqa: PYI024  a task's listed fields, read as a Task
 _PATH = LISTED.index("path")
@@ -84,16 +88,34 @@ def _decode_all(valid: list[Entry], rows: dict[str, str | None]) -> dict[str, li
 
 def record_of_listing(view: View, listing: str | None, e: Entry) -> Listed | TaskRecord | None:
     """A listing (task_cache.listing_of) as a TaskRecord; None when it fails a check."""
+    values = _decoded(listing)
+    return None if values is None else checked(view, values, e)
+
+
+def listed_of(listing: str | None, task_id: str, enabled: bool, path: str,
+              whole: Callable[[str], tuple[str, int] | None]) -> Listed | TaskRecord | None:
+    """record_of_listing without a view (cache_listed.py's rows): a Claude task's whole cached
+    row is `whole(path)`."""
+    values = _decoded(listing)
+    if (not isinstance(values, list) or len(values) != len(LISTED) or values[_ID] != task_id
+            or values[_ENABLED] != enabled or values[_PATH] != path):
+        return None
+    if values[_RUN_AS] == "claude":  # as checked() reads it
+        return record_of(whole(path), task_id, enabled, path)
+    return tuple.__new__(Listed, values)
+
+
+def _decoded(listing: str | None) -> object:
+    """A listing's fields as one JSON array, when its checksum holds; else None."""
     if not listing:
         return None
     crc, _, body = listing.partition(" ")
     try:
         if zlib.crc32(body.encode()) != int(crc):
             return None
-        values = json.loads("[" + body.replace(NL, ",") + "]")  # one JSON text a line
+        return json.loads("[" + body.replace(NL, ",") + "]")  # one JSON text a line
     except ValueError:
         return None
-    return checked(view, values, e)
 
 
 def checked(view: View, values: object, e: Entry) -> Listed | TaskRecord | None:

@@ -105,6 +105,23 @@ def listings(db: Any) -> dict[str, str | None]:
     return dict(db.execute("SELECT path, listing FROM task_cache_data"))
 
 
+def read_listed(db: Any, key: str) -> dict[str, tuple[Any, ...]] | None:
+    """`list --json`'s read (issue 27): by path, (size, mtime_ns, ino, ctime_ns, read_ns, deps,
+    task_id, enabled, problems, next_due, due_last, due_nb, due_zone, listing), each row with
+    its listing, in one read transaction; None as read_cache (another key, not sealed)."""
+    db.execute("BEGIN")
+    try:
+        meta = read_metas(db, ("cache_key", "cache_sealed"))
+        if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+            return None
+        return {r[0]: r[1:] for r in db.execute(
+            "SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.read_ns, c.deps, c.task_id,"
+            " c.enabled, c.problems, c.next_due, c.due_last, c.due_nb, c.due_zone, d.listing"
+            " FROM task_cache c LEFT JOIN task_cache_data d USING (path)")}
+    finally:
+        db.execute("COMMIT")
+
+
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
     """(due_after, path, next_due, due_last, due_nb, due_zone): only where the row still holds
     the due key the fire was computed from."""
