@@ -151,3 +151,26 @@ def test_a_utc_tick_never_imports_zoneinfo(home, write_task):
         age_cache(home)
     assert "LOADED 0 []" in out.stdout, out.stdout + out.stderr
     assert not (home / "state" / "zone-checked").exists()  # nothing to note for UTC
+
+
+QUIET_END_PROBE = """
+import sys
+from mdcron.cli.main import main
+code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("AFTER", code, sorted(m for m in ("mdcron.alerts", "mdcron.alerts.after_run",
+                                       "mdcron.run.incident_command", "mdcron.state.incidents",
+                                       "mdcron.state.outbox") if m in sys.modules))
+"""
+
+
+def test_a_plain_success_imports_no_alerts(home, write_task):
+    """Issue 27: a tick whose task succeeds with nothing alerted, no incident open and an
+    empty outbox reads that (store.quiet_success, quiet_end) and loads neither the alerts
+    nor the incidents' and the outbox's tables (~1 ms of a one-due tick's end)."""
+    write_task("every-minute", command="true")
+    for minute in ("10:00", "10:01", "10:02"):
+        out = subprocess.run([sys.executable, "-c", QUIET_END_PROBE, str(home),
+                              f"2026-11-23T{minute}:00+00:00"], cwd=REPO,
+                             capture_output=True, text=True)
+        age_cache(home)
+    assert "AFTER 0 []" in out.stdout, out.stdout + out.stderr
