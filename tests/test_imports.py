@@ -2,6 +2,7 @@
 SQLite never loads the leases of a shared state (hosts/lease.py), nor, without a task that uses
 them, the chains' rounds, the runs waiting for units or once_per."""
 
+import ast
 import subprocess
 import sys
 
@@ -174,3 +175,29 @@ def test_a_plain_success_imports_no_alerts(home, write_task):
                              capture_output=True, text=True)
         age_cache(home)
     assert "AFTER 0 []" in out.stdout, out.stdout + out.stderr
+
+
+SLOTS_PROBE = """
+import sys
+import mdcron.cli.commands, mdcron.run.dispatch, mdcron.run.tick, mdcron.schedule.cache
+slotted = sorted(f"{v.__module__}.{v.__qualname__}" for name, m in list(sys.modules.items())
+                 if name.startswith("mdcron") for v in vars(m).values()
+                 if isinstance(v, type) and v.__module__ == name
+                 and hasattr(v, "__record_fields__") and "__slots__" in v.__dict__)
+print("SLOTTED", slotted)
+"""
+
+
+def test_records_made_once_a_tick_are_built_once():
+    """Issue 27: a record class with slots is built twice (core/records.py); the tick's
+    records made once a tick or once a run (its config, report, run context, a ladder's
+    outcome...) are plain, and only those made per file, row or task keep their slots."""
+    out = subprocess.run([sys.executable, "-c", SLOTS_PROBE], cwd=REPO, capture_output=True,
+                         text=True)
+    names = [n.rsplit(".", 1)[1] for n in ast.literal_eval(out.stdout.partition("SLOTTED ")[2])]
+    per_tick = {"Config", "ClaudeConfig", "NotifyConfig", "QuietHours", "TickReport",
+                "RunContext", "LadderOutcome", "LadderState", "CommandSpec", "Limits",
+                "Switch", "TickIds", "RunAccount", "HealRecord", "Recovered", "TaskSet",
+                "RunFilter", "LockInfo"}
+    assert not per_tick & set(names), out.stdout + out.stderr
+    assert {"Task", "Entry", "TaskState", "Problem", "RunResult", "Planned"} <= set(names)

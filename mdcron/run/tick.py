@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..schedule.cache import View
 
 
-@dataclass(slots=True)
+@dataclass
 class TickReport:
     now: float
     tasks: int = 0
