@@ -38,7 +38,8 @@ names = [("mdcron.core.units", "_DURATION"), ("mdcron.core.units", "_COMPOUND"),
          ("mdcron.settings.notify", "_QUIET"), ("mdcron.settings.state_url", "_PASSWORD_PARAM"),
          ("mdcron.tasks.outside_keys", "_SIZE"), ("mdcron.tasks.outside_keys", "_URL_HOST"),
          ("mdcron.tasks.run_keys", "_EXPONENTIAL"), ("mdcron.run.ticklog", "_TASK_PREFIX"),
-         ("mdcron.core.envref", "ENV_REF"), ("mdcron.core.envref", "SCHEME")]
+         ("mdcron.core.envref", "ENV_REF"), ("mdcron.core.envref", "SCHEME"),
+         ("mdcron.run.environment", "_CLAUDE_WORD")]
 values = [getattr(importlib.import_module(m), n) for m, n in names]
 texts = {v if isinstance(v, str) else v.pattern for v in values}
 print("COMPILED", sorted(k[1] for k in re._cache if k[1] in texts))
