@@ -7,16 +7,20 @@ Real SQLite files and the real CLI; the cache is aged instead of sleeping (conft
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from conftest import age_cache as age
 
+from mdcron import __version__
 from mdcron.core.clock import Clock
 from mdcron.run.tick import run_tick
 from mdcron.schedule import cache
 from mdcron.settings.config import load_config
+from mdcron.state import cache_key as keys
 
 AT = datetime(2026, 11, 28, 11, 0, tzinfo=UTC)  # a Saturday
 
@@ -173,3 +177,20 @@ def test_every_save_moves_cache_gen(home, write_task):
     after = int(db.execute("SELECT value FROM meta WHERE key = 'cache_gen'").fetchone()[0])
     db.close()
     assert after > before
+
+
+def test_the_cache_key_is_hashed_once_for_the_same_inputs(monkeypatch):
+    """Issue 27: a due tick asks for the key three times with the same inputs; the digest is
+    computed once (state/cache_key.cache_key), and any input that changes gives a new one."""
+    text = "+timezone: UTC\n"
+    key = keys.cache_key(text)
+    assert keys.cache_key(text) is key  # the same inputs: the last digest, not a new one
+    whole = "\n".join((str(keys.CACHE_FORMAT), __version__, str(keys.SCHEMA_VERSION),
+                       keys.code_fingerprint(), os.environ.get("HOME", ""), text,
+                       os.uname().nodename))
+    assert key == hashlib.sha256(whole.encode()).hexdigest()
+    assert keys.cache_key("+timezone: Asia/Tokyo\n") != key
+    monkeypatch.setenv("HOME", "/elsewhere")
+    assert keys.cache_key(text) != key
+    monkeypatch.undo()
+    assert keys.cache_key(text) == key

@@ -2,6 +2,7 @@
 SQLite never loads the leases of a shared state (hosts/lease.py), nor, without a task that uses
 them, the chains' rounds, the runs waiting for units or once_per."""
 
+import ast
 import subprocess
 import sys
 
@@ -37,7 +38,8 @@ names = [("mdcron.core.units", "_DURATION"), ("mdcron.core.units", "_COMPOUND"),
          ("mdcron.settings.notify", "_QUIET"), ("mdcron.settings.state_url", "_PASSWORD_PARAM"),
          ("mdcron.tasks.outside_keys", "_SIZE"), ("mdcron.tasks.outside_keys", "_URL_HOST"),
          ("mdcron.tasks.run_keys", "_EXPONENTIAL"), ("mdcron.run.ticklog", "_TASK_PREFIX"),
-         ("mdcron.core.envref", "ENV_REF"), ("mdcron.core.envref", "SCHEME")]
+         ("mdcron.core.envref", "ENV_REF"), ("mdcron.core.envref", "SCHEME"),
+         ("mdcron.run.environment", "_CLAUDE_WORD")]
 values = [getattr(importlib.import_module(m), n) for m, n in names]
 texts = {v if isinstance(v, str) else v.pattern for v in values}
 print("COMPILED", sorted(k[1] for k in re._cache if k[1] in texts))
@@ -151,3 +153,52 @@ def test_a_utc_tick_never_imports_zoneinfo(home, write_task):
         age_cache(home)
     assert "LOADED 0 []" in out.stdout, out.stdout + out.stderr
     assert not (home / "state" / "zone-checked").exists()  # nothing to note for UTC
+
+
+QUIET_END_PROBE = """
+import sys
+from mdcron.cli.main import main
+code = main(["--home", sys.argv[1], "tick", "--now", sys.argv[2]])
+print("AFTER", code, sorted(m for m in ("mdcron.alerts", "mdcron.alerts.after_run",
+                                       "mdcron.run.incident_command", "mdcron.state.incidents",
+                                       "mdcron.state.outbox") if m in sys.modules))
+"""
+
+
+def test_a_plain_success_imports_no_alerts(home, write_task):
+    """Issue 27: a tick whose task succeeds with nothing alerted, no incident open and an
+    empty outbox reads that (store.quiet_success, quiet_end) and loads neither the alerts
+    nor the incidents' and the outbox's tables (~1 ms of a one-due tick's end)."""
+    write_task("every-minute", command="true")
+    for minute in ("10:00", "10:01", "10:02"):
+        out = subprocess.run([sys.executable, "-c", QUIET_END_PROBE, str(home),
+                              f"2026-11-23T{minute}:00+00:00"], cwd=REPO,
+                             capture_output=True, text=True)
+        age_cache(home)
+    assert "AFTER 0 []" in out.stdout, out.stdout + out.stderr
+
+
+SLOTS_PROBE = """
+import sys
+import mdcron.cli.commands, mdcron.run.dispatch, mdcron.run.tick, mdcron.schedule.cache
+slotted = sorted(f"{v.__module__}.{v.__qualname__}" for name, m in list(sys.modules.items())
+                 if name.startswith("mdcron") for v in vars(m).values()
+                 if isinstance(v, type) and v.__module__ == name
+                 and hasattr(v, "__record_fields__") and "__slots__" in v.__dict__)
+print("SLOTTED", slotted)
+"""
+
+
+def test_records_made_once_a_tick_are_built_once():
+    """Issue 27: a record class with slots is built twice (core/records.py); the tick's
+    records made once a tick or once a run (its config, report, run context, a ladder's
+    outcome...) are plain, and only those made per file, row or task keep their slots."""
+    out = subprocess.run([sys.executable, "-c", SLOTS_PROBE], cwd=REPO, capture_output=True,
+                         text=True)
+    names = [n.rsplit(".", 1)[1] for n in ast.literal_eval(out.stdout.partition("SLOTTED ")[2])]
+    per_tick = {"Config", "ClaudeConfig", "NotifyConfig", "QuietHours", "TickReport",
+                "RunContext", "LadderOutcome", "LadderState", "CommandSpec", "Limits",
+                "Switch", "TickIds", "RunAccount", "HealRecord", "Recovered", "TaskSet",
+                "RunFilter", "LockInfo"}
+    assert not per_tick & set(names), out.stdout + out.stderr
+    assert {"Task", "Entry", "TaskState", "Problem", "RunResult", "Planned"} <= set(names)

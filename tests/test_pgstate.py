@@ -39,6 +39,19 @@ def store(request, tmp_path):
         yield s
 
 
+def test_quiet_success_and_quiet_end_read_alike(store):
+    """Issue 27: the reads that let a plain success skip the alerts (run/dispatch.after_one,
+    run/tick._aftermath) mean the same on both back ends."""
+    store.observe([("a", True, "/t/a.md")], NOW)
+    assert store.quiet_success("a", NOW) and store.quiet_end()
+    store.set_alerted("a", True)
+    assert not store.quiet_success("a", NOW) and store.quiet_end()
+    store.set_alerted("a", False)
+    store.open_or_bump_incident("a", "suspended", "boom", None, NOW)
+    assert not store.quiet_success("a", NOW) and not store.quiet_end()
+    assert store.quiet_success("b", NOW)  # another task's incident is not this one's
+
+
 def test_claims_runs_notes_and_meta_behave_alike(store):
     states = store.observe([("a", True, "/t/a.md"), ("b", False, "/t/b.md")], NOW)
     assert states["a"].enabled and not states["b"].enabled

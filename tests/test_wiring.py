@@ -67,6 +67,26 @@ def test_failure_alert_then_suspension_then_recovery(home, write_task, http_sink
     assert "recovered" in titles(http_sink)[-1]
 
 
+def test_a_success_still_resolves_its_incident_and_sends_its_success_alert(
+        home, write_task, http_sink):
+    """Issue 27: after a success the alerts are skipped only when they would do nothing
+    (store.quiet_success): an open incident of the task is still resolved, and a task with
+    `notify_on: success` still has its alert; an outbox message still goes at the end."""
+    setup_home(home, http_sink)
+    write_task("plain", schedule="*/30 * * * *", command="true")
+    write_task("loud", schedule="*/30 * * * *", command="true", notify_on="success")
+    tick(home, T0 - timedelta(minutes=1))
+    config, _ = load_config(home)
+    from mdcron.state.store import state_store
+
+    with state_store(config) as store:
+        store.open_or_bump_incident("plain", "timeout", "slow", None, T0.timestamp() - 30)
+    tick(home, T0)
+    assert incidents(home) == [("plain", "timeout", "resolved", 1)]
+    assert [t for t in titles(http_sink) if "loud" in t] != []
+    assert not [t for t in titles(http_sink) if "plain" in t]
+
+
 def test_timeout_alerts_and_opens_an_incident(home, write_task, http_sink):
     setup_home(home, http_sink, "kill_grace: 0.2\n")
     write_task("slow", schedule="0 10 * * *", command="sleep 30", timeout=1, notify_on="never")

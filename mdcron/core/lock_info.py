@@ -20,7 +20,7 @@ STALE_GRACE = 60.0  # a live holder past its deadline + this many seconds is sta
 INFO_LIMIT = 64 * 1024  # bytes of a lock file read: a holder record is ~300
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LockInfo:
     task_id: str
     run_id: int | None

@@ -38,7 +38,7 @@ from .waits import Gate
 LOCK_SETTLE_SECONDS = 1.0  # how long to wait for a lock whose recorded holder is already gone
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RunContext:
     config: Config
     clock: Clock

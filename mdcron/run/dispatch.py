@@ -342,15 +342,28 @@ def after_one(store: Store, ctx: RunContext, outcome: LadderOutcome,
     not when the slowest task of the tick ends: sent at once, ordinary ones as well as forced
     ones (issue 25), so a tick killed while another task still runs has already delivered
     them. Quiet hours still hold the ordinary ones (notify.flush)."""
+    now = ctx.clock.now()
+    if _plain_success(outcome) and store.quiet_success(outcome.task.id, now):
+        return  # after_ladder would write and send nothing: not imported (issue 27)
     from ..alerts.after_run import after_ladder, flush_now
     from .incident_command import run_incident_command  # lazy: as after_run, once a run ended
 
-    now = ctx.clock.now()
     after_ladder(store, ctx.config, outcome, now, ctx.environ, say,
                  incident_runner=run_incident_command)
     if (outcome.decision is Step.SUSPEND or outcome.final.outcome is Outcome.TIMEOUT
             or outcome.lost or store.due_messages(now)):
         flush_now(store, ctx.config, now, ctx.environ, say, ctx.failed_destinations)
+
+
+def _plain_success(outcome: LadderOutcome) -> bool:
+    """A ladder after which alerts/after_run.after_ladder sends nothing whatever the state
+    holds but an alerted flag (a `recovered` notice), an open incident (resolved) or a due
+    message (flushed), which store.quiet_success reads: a success, neither lost nor
+    healed, whose task asks no success alert."""
+    final = outcome.final
+    return (final.ok and final.outcome is not Outcome.TIMEOUT and not outcome.lost
+            and not outcome.heals and outcome.decision is not Step.SUSPEND
+            and outcome.task.notify_on not in ("success", "always"))
 
 
 def read_comments(ctx: RunContext, store: Store,

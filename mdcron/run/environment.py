@@ -79,7 +79,8 @@ def _without_secrets(base: Mapping[str, str], secret_names: Sequence[str]) -> di
 
 # --- commands that would run claude outside CLAUDE_CONFIG_DIR ------------------------------------
 
-_CLAUDE_WORD = re.compile(r"(?<![\w.-])claude(?![\w.-])")
+# a plain string, compiled by `re` on first use (issue 27: `validate` and `show` ask, no tick)
+_CLAUDE_WORD = r"(?<![\w.-])claude(?![\w.-])"
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "fish"}
 _OPERATORS = {";", "&", "&&", "|", "||", "|&", ";;", "(", ")", "\n"}
 
@@ -107,7 +108,7 @@ def _simple_commands(words: list[str]) -> list[list[str]]:
 
 
 def _mentions_claude(words: Sequence[str]) -> bool:
-    return any(_CLAUDE_WORD.search(w) for w in words)
+    return any(re.search(_CLAUDE_WORD, w) for w in words)
 
 
 def _env_clears(args: Sequence[str]) -> bool:

@@ -29,7 +29,7 @@ class Step(StrEnum):
     GIVE_UP = "give_up"  # failed this tick; the next fire tries again
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class LadderState:
     last_ok: bool
     retry_allowed: int  # task.retry: reruns allowed (issue 26: 0-10; true = 1)

@@ -30,7 +30,7 @@ def journal_dir(logs_dir: Path) -> Path:
     return logs_dir / JOURNAL_DIR
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class HealRecord:
     """What one heal attempt did."""
 

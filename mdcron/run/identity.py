@@ -42,7 +42,7 @@ class IdentityError(Exception):
     """The task cannot run as the account it asks for; the message is the run's fail_reason."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Switch:
     """What the child becomes before exec (Popen's user=, group=, extra_groups=)."""
 
@@ -51,7 +51,7 @@ class Switch:
     groups: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TickIds:
     """The tick's own effective ids."""
 
@@ -63,7 +63,7 @@ class TickIds:
         return cls(uid=os.geteuid(), gid=os.getegid())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RunAccount:
     """A task's account: None when it names none (runs as the tick, environment unchanged),
     with the Switch the child needs (None: it already is that account)."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 NO_HEALER = "no ANTHROPIC_API_KEY in the scheduler's environment; set it to enable self-heal"
 
 
-@dataclass(slots=True)
+@dataclass
 class LadderOutcome:
     task: Task  # as it stands at the end (a heal may have edited it)
     final: RunResult

@@ -34,7 +34,7 @@ _OOM_WORDS = ("MemoryError", "Cannot allocate memory", "out of memory", "std::ba
 _OOM_SIGNALS = ("SIGKILL", "SIGSEGV", "SIGABRT")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Limits:
     memory_max: int | None = None
     nice: int | None = None

@@ -52,7 +52,7 @@ class RunnerError(Exception):
     """A task's command cannot be turned into a process; the message says how to fix it."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class CommandSpec:
     argv: list[str]
     cwd: Path

@@ -41,7 +41,7 @@ from .proctree import remove_cgroup
 RELOCK_SECONDS = 1.0  # how long a lock may take to come free once its last holder was killed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Recovered:
     task_id: str
     run_id: int

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ..schedule.cache import View
 
 
-@dataclass(slots=True)
+@dataclass
 class TickReport:
     now: float
     tasks: int = 0
@@ -412,6 +412,8 @@ def _aftermath(store: Store, config: Config, report: TickReport, now: float,
                failing: set[str] | None = None) -> None:
     """The outbox and the heartbeat (each ladder's alerts came when it ended, in after_one;
     recovered runs' before the runs)."""
+    if not report.problems_changed and not config.heartbeat_url and store.quiet_end():
+        return  # nothing to resolve, say or send: the alerts are not imported (issue 27)
     from ..alerts.after_run import finish_tick, resolve_reenabled
 
     resolve_reenabled(store, now)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClaudeConfig:
     model: str = DEFAULT_MODEL
     max_tokens: int = 4096

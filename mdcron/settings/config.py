@@ -29,7 +29,7 @@ DURATION_RANGE = {"catchup": (0.0, 366 * _DAY), "kill_grace": (0.0, 3600.0),
 MAX_CAPACITY = 10_000  # units of one resource (each is a lock file)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Config:
     home: Path
     path: Path | None = None  # the config file, when there is one

@@ -35,7 +35,7 @@ _QUIET = r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$"  # re caches it (u
 _KNOWN = ("default", "destinations", "quiet_hours", "collapse_window", "max_attempts")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class QuietHours:
     """A daily span of wall time, in minutes after midnight; it may wrap past midnight."""
 
@@ -54,7 +54,7 @@ class QuietHours:
         return f"{h1:02d}:{m1:02d}-{h2:02d}:{m2:02d}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NotifyConfig:
     destinations: dict[str, str] = field(default_factory=dict)  # name -> URL template
     default: str | None = None  # resolved: the configured default, or the only destination

@@ -39,7 +39,7 @@ class SlotRow(NamedTuple):
     error: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RunFilter:
     """The dashboard's history page: equal-to filters, a started_at range, keyset `before`."""
 

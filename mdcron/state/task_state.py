@@ -208,6 +208,27 @@ class TaskStateTable(Tables):
             )
         return bool(row and row[0])
 
+    def quiet_success(self, task_id: str, now: float) -> bool:
+        """A success of `task_id` has nothing to write or send: its alerted flag is clear, no
+        incident of it is open, no outbox message is due (run/dispatch.after_one then skips
+        alerts/after_run.after_ladder, which would write and send nothing: issue 27, the
+        alerts, incidents and outbox modules not imported after a plain success). One read;
+        never for a run holding a lease (_nothing_to_write)."""
+        return self._nothing_to_write(
+            "SELECT 1 WHERE EXISTS(SELECT 1 FROM task_state WHERE task_id = ? AND alerted != 0)"
+            " OR EXISTS(SELECT 1 FROM incidents WHERE task_id = ? AND status = 'open')"
+            " OR EXISTS(SELECT 1 FROM outbox WHERE status = 'pending'"
+            " AND next_attempt_at <= ?)", (task_id, task_id, now))
+
+    def quiet_end(self) -> bool:
+        """The tick's end has nothing to resolve or send: no `suspended` incident is open (none
+        for alerts/after_run.resolve_reenabled to close) and nothing is pending or held in the
+        outbox (finish_tick's outbox_waiting). One read (issue 27: run/tick._aftermath)."""
+        return self.connect().execute(
+            "SELECT 1 WHERE EXISTS(SELECT 1 FROM incidents WHERE status = 'open'"
+            " AND kind = 'suspended') OR EXISTS(SELECT 1 FROM outbox"
+            " WHERE status IN ('pending', 'held'))").fetchone() is None
+
     def _unchanged(self, column: str, task_id: str) -> bool:
         """The task's `column` is 0 (or NULL) or it has no row: setting it to 0 writes nothing."""
         return self._nothing_to_write(

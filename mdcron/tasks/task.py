@@ -76,7 +76,7 @@ class Task:
     overlap: str = "skip"  # skip | queue | replace | allow
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TaskSet:
     """What every command works from (cache.load_task_set): the valid tasks in file-name
     order, every file's problems, and the ids two or more files claim (the tick runs nothing
