@@ -247,12 +247,7 @@ def test_list_json_copies_a_plain_tasks_row_from_its_listing(home, write_task, c
     fields = text.split(" ", 1)[1].split("\n")
     assert fields[:2] == ['"t07"', '"t07"']  # the id and the title, one field a line
     body = "\n".join([fields[0], '"Listed t07"', *fields[2:]])
-    db.execute("BEGIN")
-    db.execute("UPDATE task_cache_data SET listing = ? WHERE path = ?",
-               (f"{zlib.crc32(body.encode())} {body}", path))
-    sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
-    db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
-    db.execute("COMMIT")
+    _put_listing(db, path, body)
     db.close()
     after = cli("list", "--json", "--now", at).stdout
     assert after == before.replace('"id": "t07", "title": "t07"',
@@ -274,11 +269,17 @@ def test_list_decodes_the_listings_at_once_and_a_bad_one_row_by_row(home, write_
     text = db.execute("SELECT listing FROM task_cache_data WHERE path = ?", (path,)).fetchone()[0]
     body = text.split(" ", 1)[1]
     for forged in ("{", body + "],[" + body, body.replace('"t07"', '"forged"')):
-        db.execute("BEGIN")
-        db.execute("UPDATE task_cache_data SET listing = ? WHERE path = ?",
-                   (f"{zlib.crc32(forged.encode())} {forged}", path))
-        sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
-        db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
-        db.execute("COMMIT")
+        _put_listing(db, path, forged)
         assert cli("list", "--now", at, env=wide).stdout == before, forged
     db.close()
+
+
+def _put_listing(db: sqlite3.Connection, path: str, body: str) -> None:
+    """A file's cached listing replaced by `body` under a checksum that holds, the cache's seal
+    kept (a writer that went round the cache's own code)."""
+    db.execute("BEGIN")
+    db.execute("UPDATE task_cache_data SET listing = ? WHERE path = ?",
+               (f"{zlib.crc32(body.encode())} {body}", path))
+    sealed = db.execute("SELECT value FROM meta WHERE key = 'cache_sealed'").fetchone()
+    db.execute("UPDATE meta SET value = ? WHERE key = 'cache_sealed'", sealed)
+    db.execute("COMMIT")
