@@ -16,7 +16,6 @@ from ..core.records import dataclass
 from ..settings.config import Config
 from ..state import idle as fastpath
 from ..state import task_cache
-from ..state.idle import RACY_NS
 from ..state.task_state import StateRow
 from ..tasks.task import Task
 from .cache_json import Damaged, problems_from_json, problems_to_json
@@ -64,10 +63,7 @@ def row_of_entry(e: Entry) -> tuple:
 def from_row(row: task_cache.CacheRow, stat: fastpath.Stat) -> Entry | None:
     (path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,
      due, due_last, due_nb, due_zone, due_after) = row
-    # the row holds: the same stat, not racily clean (fastpath.racy, inlined: 10,000 rows a
-    # `list`, issue 27), the outside paths resolving as before
-    if ((size, mtime_ns, ino, ctime_ns) != stat or max(mtime_ns, ctime_ns) >= read_ns - RACY_NS
-            or (deps and not fastpath.deps_ok(deps))):
+    if not fastpath.row_holds(stat, size, mtime_ns, ino, ctime_ns, read_ns, deps):
         return None
     if problems is None:
         found: list[Problem] = []

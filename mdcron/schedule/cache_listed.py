@@ -21,7 +21,6 @@ from ..settings.config import Config
 from ..state import cache_key as keys
 from ..state import idle as fastpath
 from ..state import task_cache
-from ..state.idle import RACY_NS
 from ..state.task_state import StateRow
 from .cache_json import Damaged, problems_from_json
 from .cache_summary import cache_key_of, open_cache
@@ -71,16 +70,15 @@ def held_rows(files: dict[str, fastpath.Stat | None], rows: dict[str, tuple[Any,
     out: list[Row] = []
     ids: set[str] = set()
     new = tuple.__new__  # Row._make without its checks: 10,000 rows
-    deps_ok = fastpath.deps_ok
     for path in sorted(files):
         stat, row = files[path], rows.get(path)
         if row is None or stat is None:
             return None
         (size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems, due,
          due_last, due_nb, due_zone, listing) = row
-        # cache_entry.from_row's checks, and a task without errors, its id seen once
-        if ((size, mtime_ns, ino, ctime_ns) != stat or max(mtime_ns, ctime_ns) >= read_ns - RACY_NS
-                or (deps and not deps_ok(deps)) or task_id is None or task_id in ids
+        # cache_entry.from_row's rule, and a task without errors, its id seen once
+        if (not fastpath.row_holds(stat, size, mtime_ns, ino, ctime_ns, read_ns, deps)
+                or task_id is None or task_id in ids
                 or (problems is not None and not _warnings(problems))):
             return None
         ids.add(task_id)

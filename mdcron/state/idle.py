@@ -129,6 +129,16 @@ def racy(stat: Stat, read_ns: int) -> bool:
     return max(stat[1], stat[3]) >= read_ns - RACY_NS
 
 
+def row_holds(stat: Stat, size: int, mtime_ns: int, ino: int, ctime_ns: int, read_ns: int,
+              deps: str) -> bool:
+    """Whether a file's cache row still stands for it: the same stat, not racily clean (racy(),
+    inlined: 10,000 rows a `list`, issue 27), its outside paths resolving as before. The one
+    rule schedule/cache_entry.from_row and schedule/cache_listed.held_rows apply."""
+    return ((size, mtime_ns, ino, ctime_ns) == stat
+            and max(mtime_ns, ctime_ns) < read_ns - RACY_NS
+            and (not deps or deps_ok(deps)))
+
+
 def path_state(path: str) -> str:
     """Where `path` leads (symlinks resolved) and what is there: d(ir), f(ile), o(ther), -."""
     real = os.path.realpath(path)
