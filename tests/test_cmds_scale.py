@@ -88,7 +88,9 @@ def _many(home, write_task) -> None:
         write_task(f"t{i:02d}", schedule=f"{i % 60} {i % 24} * * *", command=f"echo {i}",
                    timezone=["UTC", "Europe/Riga", None][i % 3], tags=["a", f"g{i % 4}"])
     write_task("claude", schedule="0 6 * * *", run_as="claude", prompt="Summarise the news")
-    write_task("jitter", schedule="*/5 * * * *", command="true", jitter="3m")
+    # never due at the tests' 10:00 tick: a tick waits for a jittered start within its minute
+    # (up to 60 s of real time, by the home's hash)
+    write_task("jitter", schedule="3-59/5 * * * *", command="true", jitter="3m")
     write_task("off", schedule="0 10 * * *", command="true", enabled=False,
                disabled_reason="paused")
     write_task("chain", after=["t01"], command="true", uses=["db"],

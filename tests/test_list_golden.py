@@ -71,8 +71,10 @@ def golden_home():
         # as the ladder holds a suspension it could not write (schedule/held.py)
         db.execute("INSERT INTO meta(key, value) VALUES ('held:suspended', ?)",
                    (json.dumps(held),))
-        # the runs' start times to the second and one host name: the same on every machine
-        db.execute("UPDATE runs SET started_at = CAST(started_at AS INTEGER), host = 'box'")
+        # the runs' start times to their minute (each tick here is at :00; a loaded machine
+        # may start a run a second or more late) and one host name: the same on every machine
+        db.execute("UPDATE runs SET started_at = CAST(started_at AS INTEGER)"
+                   " - CAST(started_at AS INTEGER) % 60, host = 'box'")
     yield home
     shutil.rmtree(base, ignore_errors=True)
 
