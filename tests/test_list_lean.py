@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from datetime import datetime
 
 from conftest import age_cache as age
 from test_cmds_scale import _many, _odd_states
@@ -85,6 +86,31 @@ def test_a_file_changed_since_its_row_is_read_by_list_json(home, write_task, cli
     assert _lean(home)[0] is None
     rows = {r["id"]: r for r in json.loads(cli("list", "--json", "--now", AT).stdout)}
     assert rows["t07"]["command"] == "echo 8"
+
+
+def test_a_declined_list_json_reads_the_cache_rows_once(home, write_task, cli, monkeypatch):
+    """When a file changed, the View takes the rows and listings the fast path read (one
+    read of the 10,000 rows, not two), and writes what `list --json` writes after it."""
+    from test_run_costs import spy
+
+    from mdcron.cli.cmd_list import _json_items
+    from mdcron.state import task_cache
+
+    _home(home, write_task, cli)
+    cli("list", "--json", "--now", AT)
+    age(home)
+    path = home / "tasks" / "t07.md"
+    path.write_text(path.read_text(encoding="utf-8").replace('"echo 7"', '"echo 8"'),
+                    encoding="utf-8")
+    reads = spy(monkeypatch, task_cache, "read_cache")
+    listed = spy(monkeypatch, task_cache, "listings")
+    items = _json_items(load_config(home)[0], datetime.fromisoformat(AT).timestamp())
+    assert reads == [] and listed == []
+    assert any('"command": "echo 8"' in i for i in items)
+    after = cli("list", "--json", "--now", AT)  # rows racily clean: the View reads again
+    age(home)
+    assert json.loads(after.stdout) == json.loads(f"[{', '.join(items)}]")
+    assert cli("list", "--json", "--now", AT).stdout == after.stdout  # the rows, held
 
 
 def test_held_rows_hold_only_while_every_file_is_its_row(home, write_task, cli):

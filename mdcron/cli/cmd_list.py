@@ -117,22 +117,24 @@ def _with_state(config: Config, view, tasks: list, ids: list[str]):  # -> querie
 def _json_items(config: Config, now: float) -> list[str]:
     """`list --json`'s rows as text: the plain ones from the cache's listings (list_json.py),
     the others as list_rows makes them."""
-    items, scan = _lean_items(config, now)
+    items, scan, cached = _lean_items(config, now)
     if items is not None:
         return items
     import sqlite3
 
     from ..schedule.cache import load
     from ..schedule.listing import listed
-    from ..state.task_cache import listings
+    from ..state.task_cache import listings, split_listed
     from .list_json import json_items, prepare
     from .render import item_encoder
 
-    view = load(config, scan=scan)  # the rows' scan, not a second one
+    # the rows' scan and cache rows with their listings, not read a second time
+    cache_rows, texts = split_listed(cached) if cached is not None else (None, None)
+    view = load(config, scan=scan, rows=cache_rows)
     rows: dict[str, str | None] = {}
     if view.db is not None and sum(e.task is None for e in view.valid) > 50:
         try:
-            rows = listings(view.db)
+            rows = texts if texts is not None else listings(view.db)
         except sqlite3.Error:
             rows = {}
     if not rows:  # no cache to write rows from: every task as list_rows has it
@@ -146,11 +148,12 @@ def _json_items(config: Config, now: float) -> list[str]:
     return json_items(config, view, rows, prepared, loaded, now, item_encoder())
 
 
-def _lean_items(config: Config, now: float) -> tuple[list[str] | None, tuple[int, dict] | None]:
+def _lean_items(config: Config, now: float
+                ) -> tuple[list[str] | None, tuple[int, dict] | None, dict | None]:
     """The rows when every file's cache row holds (schedule/cache_listed.py), without a View
     or an Entry (issue 27: ~20 ms at 10,000 tasks); None when a file, a row or a due hint
-    needs the View (it reads, computes and saves), with the folder's scan when one was made
-    (load() takes it: a file changed costs no second scan)."""
+    needs the View (it reads, computes and saves), with the folder's scan and the cache rows
+    when they were read (load() takes them: a file changed costs no second read of either)."""
     from ..schedule.cache_listed import WholeRows, due_hints, held_rows, read_rows
     from ..schedule.held import held
     from ..state.idle import take_scan
@@ -158,25 +161,25 @@ def _lean_items(config: Config, now: float) -> tuple[list[str] | None, tuple[int
     from .render import item_encoder
 
     if not config.state_exists:
-        return None, None
+        return None, None, None
     try:
         scan = take_scan(str(config.tasks_dir))
     except OSError:
-        return None, None
+        return None, None, None
     cached = read_rows(config)
     rows = None if cached is None else held_rows(scan[1], cached)
     if rows is None:
-        return None, scan
+        return None, scan, cached
     with state_store(config) as store:  # as _with_state reads them
         states, holds = store.state_rows(), held(store)
         last = store.last_run_briefs([r.id for r in rows])
     dues = due_hints(rows, states)
     if dues is None:
-        return None, scan
+        return None, scan, cached
     whole = WholeRows(config)
     try:
         return lean_items(config, rows, states, last, dues, holds, now, item_encoder(),
-                          whole), scan
+                          whole), scan, None
     finally:
         whole.close()
 

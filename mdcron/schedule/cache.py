@@ -457,14 +457,16 @@ def find_task(config: Config, task_id: str) -> TaskSet:
 
 
 def load(config: Config, *, cached: bool = True, only: str | None = None,
-         lean: float | None = None, scan: tuple[int, dict] | None = None) -> View:
+         lean: float | None = None, scan: tuple[int, dict] | None = None,
+         rows: dict[str, task_cache.CacheRow] | None = None) -> View:
     """Every `*.md` in the tasks folder in file-name order (hidden files skipped), from the cache
     where its row still holds, else read; only changed files are parsed. A bad file is skipped with
     its problems; it never hides another file's task or problems. `cached=False`: the database is
     not opened, every file is read. `only`: a view for one task id (find_task): a file whose row
     holds, names another id and has no problems gets no entry (issue 27: no 10,000 entries for one
     task); every file is still stat'ed, so a changed one is read. `lean`: the tick's now: its quiet
-    rows get no Entry (cache_fill.py). `scan`: a take_scan() the caller made (list --json)."""
+    rows get no Entry (cache_fill.py). `scan`, `rows`: a take_scan() and the cache rows of this
+    config's key (task_cache.read_cache's) the caller read (list --json), not read again."""
     key = cache_key_of(config) if cached else None
     folder = config.tasks_dir
     try:
@@ -478,5 +480,5 @@ def load(config: Config, *, cached: bool = True, only: str | None = None,
                 db=open_cache(config) if cached else None)
     with GcPaused():
         if lean is None or not fill_lean(view, files, read_ns, lean):
-            fill(view, files, read_ns, only)
+            fill(view, files, read_ns, only, rows)
     return view

@@ -30,11 +30,14 @@ if TYPE_CHECKING:
 
 
 def fill(view: View, files: dict[str, fastpath.Stat | None], read_ns: int,
-         only: str | None) -> None:
-    """load()'s entries: each file from its row while the row holds, else read."""
+         only: str | None, given: dict[str, task_cache.CacheRow] | None = None) -> None:
+    """load()'s entries: each file from its row while the row holds, else read. `given`: the
+    rows read_cache would read (the caller read them under this key)."""
     key = view.key
     rows: dict[str, task_cache.CacheRow] = {}
-    if view.db is not None and key is not None:
+    if given is not None and view.db is not None and key is not None and only is None:
+        rows, view.rebuild = given, False
+    elif view.db is not None and key is not None:
         try:
             # None: another key, or not sealed (a row was changed behind save()'s back)
             found = task_cache.read_cache(view.db, key, only)

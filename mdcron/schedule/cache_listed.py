@@ -74,8 +74,8 @@ def held_rows(files: dict[str, fastpath.Stat | None], rows: dict[str, tuple[Any,
         stat, row = files[path], rows.get(path)
         if row is None or stat is None:
             return None
-        (size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems, due,
-         due_last, due_nb, due_zone, listing) = row
+        (_, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems, due,
+         due_last, due_nb, due_zone, _, listing) = row
         # cache_entry.from_row's rule, and a task without errors, its id seen once
         if (not fastpath.row_holds(stat, size, mtime_ns, ino, ctime_ns, read_ns, deps)
                 or task_id is None or task_id in ids

@@ -106,20 +106,29 @@ def listings(db: Any) -> dict[str, str | None]:
 
 
 def read_listed(db: Any, key: str) -> dict[str, tuple[Any, ...]] | None:
-    """`list --json`'s read (issue 27): by path, (size, mtime_ns, ino, ctime_ns, read_ns, deps,
-    task_id, enabled, problems, next_due, due_last, due_nb, due_zone, listing), each row with
-    its listing, in one read transaction; None as read_cache (another key, not sealed)."""
+    """`list --json`'s read (issue 27): by path, the CacheRow's fields then the listing (path,
+    size, ..., due_after, listing), each row with its listing, in one read transaction; None as
+    read_cache (another key, not sealed). A row cut to CacheRow is read_cache's row: a
+    declined fast path hands them to load(), not read twice."""
     db.execute("BEGIN")
     try:
         meta = read_metas(db, ("cache_key", "cache_sealed"))
         if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
             return None
-        return {r[0]: r[1:] for r in db.execute(
+        return {r[0]: r for r in db.execute(
             "SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.read_ns, c.deps, c.task_id,"
-            " c.enabled, c.problems, c.next_due, c.due_last, c.due_nb, c.due_zone, d.listing"
-            " FROM task_cache c LEFT JOIN task_cache_data d USING (path)")}
+            " c.enabled, c.problems, c.next_due, c.due_last, c.due_nb, c.due_zone, c.due_after,"
+            " d.listing FROM task_cache c LEFT JOIN task_cache_data d USING (path)")}
     finally:
         db.execute("COMMIT")
+
+
+def split_listed(rows: dict[str, tuple[Any, ...]]
+                 ) -> tuple[dict[str, CacheRow], dict[str, str | None]]:
+    """read_listed's rows as read_cache's rows and listings' listings."""
+    new = tuple.__new__
+    return ({p: new(CacheRow, r[:15]) for p, r in rows.items()},
+            {p: r[15] for p, r in rows.items()})
 
 
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
