@@ -119,7 +119,7 @@ spawned = []
 sys.addaudithook(lambda e, a: spawned.append(a[1]) if e == "subprocess.Popen" else None)
 from datetime import UTC, datetime
 from mdcron.core.cron import parse_schedule
-fire = parse_schedule("*/5 * * * 1-5", UTC).next_after(datetime(2026, 1, 1, tzinfo=UTC))
+fire = parse_schedule("*/5 * 1 * *", UTC).next_after(datetime(2026, 1, 1, tzinfo=UTC))
 c = sys.modules["croniter.croniter"]
 print(fire.isoformat(), spawned, c.OVERFLOW32B_MODE, platform.architecture.__module__)
 """

@@ -1,5 +1,5 @@
-"""core/wall_steps.py: a spec matching the same minutes every day steps exactly as croniter
-does, and a tick over such schedules never imports croniter (issue 27)."""
+"""core/wall_steps.py: a spec matching the same minutes every day, or on some weekdays, steps
+exactly as croniter does, and a tick over such schedules never imports croniter (issue 27)."""
 
 import random
 import subprocess
@@ -40,8 +40,10 @@ def test_steps_match_croniter_next_and_prev():
     from croniter import croniter
 
     rng = random.Random(27)
-    for _ in range(400):
-        spec = f"{_field(rng, 60)} {_field(rng, 24)} * * *"
+    for n in range(1200):
+        days = "*" if n % 3 == 0 else ",".join(  # weekdays, 0 = Sunday
+            map(str, sorted(rng.sample(range(7), rng.randint(1, 6)))))
+        spec = f"{_field(rng, 60)} {_field(rng, 24)} * * {days}"
         start = _instant(rng)
         ours, theirs = steps(spec), croniter(spec, datetime(2000, 1, 1))
         assert ours is not None
@@ -53,10 +55,33 @@ def test_steps_match_croniter_next_and_prev():
                 assert getattr(ours, method)(datetime) == want, (spec, start, method)
 
 
-@pytest.mark.parametrize("spec", ["0 6 1 * *", "0 6 * 1 *", "0 6 * * 1-5", "@weekly"])
+@pytest.mark.parametrize("spec", ["0 6 1 * *", "0 6 * 1 *", "0 6 1 * 1-5", "0 6 1 * 7",
+                                  "@monthly", "@yearly", "0 6 29 2 *"])
 def test_other_specs_go_to_croniter(spec):
     schedule = parse_schedule(spec, resolve_zone("UTC"))
     assert steps(schedule.spec) is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("spec", ["0 6 * * 1-5", "@weekly", "30 9 * * 7", "*/15 8-17 * * 1,3",
+                                  "0 6 1-31 * 1-5", "0 0 * * 0-6"])
+def test_weekday_specs_step_without_croniter(spec):
+    """`7` is Sunday as `0` is; a day-of-month field that is every day leaves the weekdays
+    (cron's OR of an unrestricted side: every day); every weekday is every day."""
+    schedule = parse_schedule(spec, resolve_zone("UTC"))
+    assert steps(schedule.spec) is not None  # type: ignore[attr-defined]
+
+
+def test_weekday_steps_walk_to_the_next_matching_day():
+    it = steps("0 9 * * 1,2,3,4,5")  # Mondays to Fridays, 09:00
+    it.set_current(datetime(2026, 11, 27, 9, 0))  # a Friday, at the fire
+    assert it.get_next(datetime) == datetime(2026, 11, 30, 9, 0)  # Monday
+    assert it.get_prev(datetime) == datetime(2026, 11, 27, 9, 0)
+    it.set_current(datetime(2026, 11, 29, 12, 0))  # a Sunday
+    assert it.get_prev(datetime) == datetime(2026, 11, 27, 9, 0)
+    it = steps("59 23 * * 5")  # Fridays: 9999-12-31 is one
+    it.set_current(datetime(9999, 12, 31, 23, 59))
+    with pytest.raises(OverflowError):
+        it.get_next(datetime)
 
 
 def test_steps_past_the_last_day_overflow():
@@ -79,6 +104,7 @@ def test_tick_of_daily_schedules_does_not_import_croniter(home, write_task):
     write_task("every-minute", command="true")
     write_task("five", command="true", schedule="*/5 * * * *")
     write_task("morning", command="true", schedule="30 6 * * *", timezone="Europe/Riga")
+    write_task("weekdays", command="true", schedule="0 10 * * 1-5", timezone="Europe/Riga")
     out = subprocess.run([sys.executable, "-c", PROBE, str(home)], cwd=REPO,
                          capture_output=True, text=True)
     assert "CRONITER False 0" in out.stdout, out.stdout + out.stderr
