@@ -193,3 +193,13 @@ def test_a_tick_on_a_fresh_home_waits_for_another_openers_lock(home, write_task)
     assert still_waiting, err
     assert tick.returncode == 0, out + err
     assert (home / "ran").read_text() == "x\n"
+
+
+def test_the_locked_line_is_the_same_words_whatever_the_overshoot(tmp_path):
+    """The direct alert collapses on the line's exact words: a wait past the bound by a
+    fraction (a loaded machine's late wake-ups) is shown as the bound."""
+    path = tmp_path / "mdcron.db"
+    lines = {describe(path, Locked(waited, 30.0)) for waited in (30.0, 30.4, 31.7)}
+    assert len(lines) == 1, lines
+    assert "is locked by another process (waited 30 s for it)" in lines.pop()
+    assert "(waited 2 s for it)" in describe(path, Locked(2.3, 2.0))  # the dashboard's bound

@@ -166,7 +166,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, ClockBackTable, CommentsTable,
         got = turn.acquire(timeout=max(0.0, _lock_wait - self._waited))
         self._waited += time.monotonic() - started
         if not got:
-            raise Locked(self._waited)
+            raise Locked(self._waited, _lock_wait)
         return turn
 
     def _begin(self, db: sqlite3.Connection) -> None:
@@ -436,7 +436,7 @@ def _retry_busy(db: sqlite3.Connection, again: Callable[[], object], waited: flo
     while True:
         left = budget - waited
         if left <= 0:
-            raise Locked(waited)
+            raise Locked(waited, budget)
         pause = min(pause * 2, 0.1, left)
         started = time.monotonic()
         time.sleep(pause)

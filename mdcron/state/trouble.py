@@ -18,12 +18,15 @@ LOCK_BUDGET = 30.0  # seconds one Store may spend in total waiting for another w
 
 
 class Locked(sqlite3.OperationalError):
-    """Another connection held a lock past the store's budget (LOCK_BUDGET); `waited`: the
-    seconds this store really waited for it, in SQLite's busy handler and in retries."""
+    """Another connection held a lock past the store's budget (`budget`: LOCK_BUDGET unless
+    shortened); `waited`: the seconds this store really waited, in SQLite's busy handler and
+    in retries. `shown`: whole seconds waited, at most the budget: the same words every
+    minute (the direct alert collapses on them), 30.0 and 30.9 s both 30."""
 
-    def __init__(self, waited: float):
-        super().__init__(f"database is locked (waited {int(waited)} s)")
+    def __init__(self, waited: float, budget: float = LOCK_BUDGET):
         self.waited = waited
+        self.shown = int(min(waited, budget))
+        super().__init__(f"database is locked (waited {self.shown} s)")
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -51,8 +54,8 @@ def describe(path: Path, exc: BaseException) -> str:
 def _cause_and_fix(path: Path, exc: BaseException) -> tuple[str, str]:
     text = str(exc).lower()
     folder = path.parent
-    if isinstance(exc, Locked):  # whole seconds: the alert collapses on the same words
-        return (f"is locked by another process (waited {int(exc.waited)} s for it)",
+    if isinstance(exc, Locked):
+        return (f"is locked by another process (waited {exc.shown} s for it)",
                 f"find the holder with `fuser -v {path}` (a sqlite3 shell, a backup?) and end"
                 " its transaction")
     if is_busy(exc):  # store.py retries these within the budget: one here escaped that
