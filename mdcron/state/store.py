@@ -383,10 +383,10 @@ def _refuse_symlinks(path: Path) -> None:
 
 
 def _open(path: Path, budget: float) -> tuple[sqlite3.Connection, float]:
-    """The connection, set up and migrated, and the seconds spent in retries (0.0 unless
-    SQLite answered busy without waiting: _retry_busy); waits at most `budget` seconds."""
+    """The connection, set up and migrated, and the seconds the opening took, counted as
+    waited (SQLite's busy waits on another opener and _retry_busy's; the work itself is a few
+    ms): at most `budget` seconds."""
     started = time.monotonic()
-    waited = 0.0
     try:
         _refuse_symlinks(path)
         if not path.exists():
@@ -407,7 +407,7 @@ def _open(path: Path, budget: float) -> tuple[sqlite3.Connection, float]:
             db.execute(f"PRAGMA busy_timeout = {max(0, int((budget - waited) * 1000))}")
     except (sqlite3.DatabaseError, OSError) as exc:
         raise StoreError(describe(path, exc)) from None
-    return db, waited
+    return db, time.monotonic() - started
 
 
 def _set_up(db: sqlite3.Connection, path: Path) -> None:
