@@ -22,7 +22,7 @@ import _thread
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -107,8 +107,11 @@ class Store(TaskStateTable, RunsTable, MetaTable, ClockBackTable, CommentsTable,
 
     def connect(self) -> sqlite3.Connection:
         if self._db is None:
-            # type: ignore[assignment]
-            self._db = _open_pg(self.url) if self.url else _open(self.path)
+            if self.url:
+                self._db = _open_pg(self.url)  # type: ignore[assignment]
+            else:
+                self._db, waited = _open(self.path, _lock_wait - self._waited)
+                self._waited += waited
         return self._db  # type: ignore[return-value]
 
     def close(self) -> None:
@@ -163,7 +166,7 @@ class Store(TaskStateTable, RunsTable, MetaTable, ClockBackTable, CommentsTable,
         got = turn.acquire(timeout=max(0.0, _lock_wait - self._waited))
         self._waited += time.monotonic() - started
         if not got:
-            raise Locked(f"database is locked (waited {self._waited:.0f} s)")
+            raise Locked(self._waited, _lock_wait)
         return turn
 
     def _begin(self, db: sqlite3.Connection) -> None:
@@ -176,10 +179,11 @@ class Store(TaskStateTable, RunsTable, MetaTable, ClockBackTable, CommentsTable,
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            self._waited += time.monotonic() - started
-            if is_busy(exc):
-                raise Locked(f"database is locked (waited {self._waited:.0f} s)") from exc
-            raise
+            if not is_busy(exc):
+                raise
+            self._waited = _retry_busy(db, lambda: db.execute("BEGIN IMMEDIATE"),
+                                       self._waited + time.monotonic() - started, _lock_wait)
+            return
         self._waited += time.monotonic() - started
 
 
@@ -331,7 +335,7 @@ def warm_ahead(path: Path, now: float) -> None:
 
 def _warm(path: Path, now: float) -> None:
     try:
-        db = _open(path)
+        db, _ = _open(path, _lock_wait)
     except Exception:  # noqa: BLE001  # the tick's own connection says why, in one line
         return
     try:
@@ -378,7 +382,11 @@ def _refuse_symlinks(path: Path) -> None:
                          " Nothing ran.")
 
 
-def _open(path: Path) -> sqlite3.Connection:
+def _open(path: Path, budget: float) -> tuple[sqlite3.Connection, float]:
+    """The connection, set up and migrated, and the seconds the opening took, counted as
+    waited (SQLite's busy waits on another opener and _retry_busy's; the work itself is a few
+    ms): at most `budget` seconds."""
+    started = time.monotonic()
     try:
         _refuse_symlinks(path)
         if not path.exists():
@@ -387,20 +395,59 @@ def _open(path: Path) -> sqlite3.Connection:
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
             except FileExistsError:
                 pass
-        db = sqlite3.connect(path, timeout=_lock_wait, isolation_level=None,
+        db = sqlite3.connect(path, timeout=max(0.0, budget), isolation_level=None,
                              check_same_thread=False)
-        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
-        # A new file, or an empty (zero-byte) one, is migrated from version 0 by exactly one
-        # opener, inside the write lock: that one says if a database was lost (dbguard.py).
-        if _migrate(db) == 0:
-            from .dbguard import note_created
-
-            note_created(db, path)
+        try:
+            _set_up(db, path)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            waited = _retry_busy(db, lambda: _set_up(db, path),
+                                 time.monotonic() - started, budget)
+            db.execute(f"PRAGMA busy_timeout = {max(0, int((budget - waited) * 1000))}")
     except (sqlite3.DatabaseError, OSError) as exc:
         raise StoreError(describe(path, exc)) from None
-    return db
+    return db, time.monotonic() - started
+
+
+def _set_up(db: sqlite3.Connection, path: Path) -> None:
+    """WAL mode and the schema. On a file still in rollback mode (new), the switch to WAL
+    reads, then upgrades to a write: another opener's write lock makes SQLite answer busy at
+    once, without its busy handler (it never waits holding a read), so _open retries."""
+    if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    # A new file, or an empty (zero-byte) one, is migrated from version 0 by exactly one
+    # opener, inside the write lock: that one says if a database was lost (dbguard.py).
+    if _migrate(db) == 0:
+        from .dbguard import note_created
+
+        note_created(db, path)
+
+
+def _retry_busy(db: sqlite3.Connection, again: Callable[[], object], waited: float,
+                budget: float) -> float:
+    """The error path of a statement SQLite refused as busy, `waited` seconds in: SQLite
+    gives up at once, without its busy handler, on a read upgraded to a write (a journal
+    switch, BUSY_SNAPSHOT), so `again()` is retried with a short backoff, each try's own
+    busy wait bounded by what is left, until it passes or `budget` seconds were really
+    waited (trouble.Locked). Returns the seconds waited in all."""
+    pause = 0.002
+    while True:
+        left = budget - waited
+        if left <= 0:
+            raise Locked(waited, budget)
+        pause = min(pause * 2, 0.1, left)
+        started = time.monotonic()
+        time.sleep(pause)
+        db.execute(f"PRAGMA busy_timeout = {max(0, int((left - pause) * 1000))}")
+        try:
+            again()
+            return waited + time.monotonic() - started
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            waited += time.monotonic() - started
 
 
 def _migrate(db: sqlite3.Connection) -> int | None:

@@ -107,6 +107,7 @@ def test_a_database_locked_past_the_bound_is_one_line_within_it(home, write_task
         holder.wait()
     print(f"a tick against a database locked by another process ended in {took:.1f} s")
     assert_one_clear_line(out, home, "is locked by another process", "find the holder")
+    assert "(waited 30 s for it)" in out.stderr, out.stderr  # the real wait, whole seconds
     assert took < 50, took  # 30 s of lock waits, not 60 s per statement
     assert not (home / "ran").exists()
 
