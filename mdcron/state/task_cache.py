@@ -36,8 +36,18 @@ class CacheRow(NamedTuple):
     due_after: float | None
 
 
-ROWS = ("SELECT path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
-        " next_due, due_last, due_nb, due_zone, due_after FROM task_cache")
+_COLUMNS = ("path, size, mtime_ns, ino, ctime_ns, read_ns, deps, task_id, enabled, problems,"
+            " next_due, due_last, due_nb, due_zone, due_after")  # CacheRow's fields
+ROWS = f"SELECT {_COLUMNS} FROM task_cache"
+
+
+def _sealed(db: Any, key: str, *more: str) -> dict[str, str] | None:
+    """The meta keys `more`, when the rows are this key's and sealed (save() wrote them and
+    nothing changed them since); None when they must not be read."""
+    meta = read_metas(db, ("cache_key", "cache_sealed", *more))
+    if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+        return None
+    return meta
 
 
 def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow] | None:
@@ -49,8 +59,7 @@ def read_cache(db: Any, key: str, only: str | None = None) -> dict[str, CacheRow
     racy() reads the stored times); the others come whole (issue 27: `show` at 10,000 tasks)."""
     db.execute("BEGIN")
     try:
-        meta = read_metas(db, ("cache_key", "cache_sealed"))
-        if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+        if _sealed(db, key) is None:
             return None
         new = tuple.__new__  # CacheRow._make without its checks: 10k rows cost no more
         if only is None:
@@ -112,13 +121,10 @@ def read_listed(db: Any, key: str) -> dict[str, tuple[Any, ...]] | None:
     declined fast path hands them to load(), not read twice."""
     db.execute("BEGIN")
     try:
-        meta = read_metas(db, ("cache_key", "cache_sealed"))
-        if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+        if _sealed(db, key) is None:
             return None
-        return {r[0]: r for r in db.execute(
-            "SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.read_ns, c.deps, c.task_id,"
-            " c.enabled, c.problems, c.next_due, c.due_last, c.due_nb, c.due_zone, c.due_after,"
-            " d.listing FROM task_cache c LEFT JOIN task_cache_data d USING (path)")}
+        return {r[0]: r for r in db.execute(  # `path` is the join's own column (USING)
+            f"SELECT {_COLUMNS}, listing FROM task_cache LEFT JOIN task_cache_data USING (path)")}
     finally:
         db.execute("COMMIT")
 
@@ -203,8 +209,8 @@ def read_lean(db: Any, key: str, now: float
     None as read_cache (another key, not sealed)."""
     db.execute("BEGIN")
     try:
-        meta = read_metas(db, ("cache_key", "cache_sealed", "cache_gen"))
-        if meta.get("cache_key") != key or meta.get("cache_sealed") != "1":
+        meta = _sealed(db, key, "cache_gen")
+        if meta is None:
             return None
         args = {"racy": RACY_NS, "now": now}
         quiet = db.execute("SELECT c.path, c.size, c.mtime_ns, c.ino, c.ctime_ns, c.task_id,"
