@@ -74,7 +74,9 @@ def start_web(home: Path, *extra: str, token_file: Path | None = None,
     assert match, line + (proc.stdout.read() if proc.poll() is not None and proc.stdout else "")
     token = (token_file or home / "state" / "web-token").read_text().strip()
     server = WebServer(proc, match.group(1), match.group(2), token)
-    server.output.append(line)
+    # the banner's second line (how scripts authenticate) is read here too: a test reading
+    # `output` right after the start must not race the drain thread for it
+    server.output += [line, proc.stdout.readline() if proc.stdout else ""]
     threading.Thread(target=server.drain, daemon=True).start()  # a full pipe would block it
     deadline = time.monotonic() + 20
     while True:  # uvicorn binds after the banner is printed
