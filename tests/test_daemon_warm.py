@@ -48,8 +48,11 @@ class Held:
         os.close(read_end)
 
     def wait_held(self, seconds: float = 60.0) -> None:
-        """Until the child blocks in read() on its end of the pipe: warmed, waiting."""
-        want = f"0 {hex(self.fd)} "
+        """Until the child blocks on its end of the pipe, warmed: in read(), or, held for a
+        real minute (no --now), in the select that waits for it until just before that
+        minute (cli/warm._wait: pselect6 or select, the pipe's fd + 1 first). Waiting for the
+        read alone waited out the minute: up to 60 s, the whole of this wait's deadline."""
+        want = (f"0 {hex(self.fd)} ", f"270 {hex(self.fd + 1)} ", f"23 {hex(self.fd + 1)} ")
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             assert self.proc.poll() is None, self.proc.communicate()
