@@ -59,8 +59,8 @@ SHORT = 0.3  # seconds: a lease left to lapse by the database's clock
 STOP = Stopper(kill_holder, stop_run_tree)
 
 
-def wait_until(check, what: str, seconds: float = 10.0) -> None:
-    """Every awaited event here comes within a second or two: 10 s is a loaded machine."""
+def wait_until(check, what: str, seconds: float = 30.0) -> None:
+    """Every awaited event here comes within a second or two: 30 s is a loaded machine."""
     give_up = time.monotonic() + seconds
     while not check():
         assert time.monotonic() < give_up, f"waited {seconds} s for {what}"
