@@ -136,7 +136,7 @@ def test_a_long_retry_after_is_not_waited_for(fake_claude, config, home):
     start = time.monotonic()
     result, _ = run(claude_task(home), config, fake_claude.environ, home)
     assert result.outcome is Outcome.FAILED and "too long" in result.fail_reason
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 60  # not the hour asked for (a loaded machine: seconds)
 
 
 def test_no_key_is_a_clear_failure(fake_claude, config, home):

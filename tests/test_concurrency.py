@@ -27,7 +27,7 @@ def statuses(home: Path, task_id: str) -> list[tuple[str, str]]:
     return rows
 
 
-def wait_for(path: Path, timeout: float = 20.0) -> None:
+def wait_for(path: Path, timeout: float = 30.0) -> None:
     """Wait for an event (a file the task writes), not for the clock."""
     give_up = time.monotonic() + timeout
     while not path.exists():

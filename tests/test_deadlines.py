@@ -32,16 +32,26 @@ def test_the_direct_ping_gives_up_at_its_deadline(trickle: TrickleServer):
 
 def test_the_courier_is_killed_at_its_deadline_and_the_next_message_gets_a_new_one(
         trickle: TrickleServer, http_sink):
-    with Courier(timeout=2.5) as courier:
+    # a send's deadline counts from when it goes, the courier's start (an interpreter, then
+    # apprise) included: a loaded machine spent the whole 2.5 s before the trickle was even
+    # reached (no connection to hang up). Started and warmed by a first message, with time to
+    # spare, the timed send is spent on the trickle alone.
+    with Courier(timeout=60) as courier:
+        assert courier.send(http_sink.json_url("/warm"), "warm", "body") is None
+        first = courier._child.pid
+        courier.timeout = 2.5
         start = time.monotonic()
         with pytest.raises(CourierTimeout):
             courier.send(trickle.json_url(), "title", "body")
         assert 2 <= time.monotonic() - start < 2.5 + 5
-        wait_until(lambda: trickle.hung_up == 1, "the courier's connection closed", 10)
+        wait_until(lambda: trickle.hung_up == trickle.connections == 1,
+                   "the courier's connection closed", 30)
+        courier.timeout = 60  # the new courier's start again, on a loaded machine
         assert courier.send(http_sink.json_url("/hook"), "next", "body") is None
         child = courier._child.pid
-    assert http_sink.requests[0].json["title"] == "next"
-    wait_until(lambda: not pid_alive(child), "the courier ended with the flush", 10)
+    assert child != first
+    assert [r.json["title"] for r in http_sink.requests] == ["warm", "next"]
+    wait_until(lambda: not pid_alive(child), "the courier ended with the flush", 30)
 
 
 def test_a_claude_request_gives_up_at_claude_timeout_then_at_the_deadline(
@@ -66,7 +76,7 @@ def test_a_claude_request_gives_up_at_claude_timeout_then_at_the_deadline(
             session.create(messages=hi)
         took = time.monotonic() - start
     assert 1.4 <= took < 2 + 5
-    wait_until(lambda: trickle.hung_up == trickle.connections == 2, "both requests hung up", 10)
+    wait_until(lambda: trickle.hung_up == trickle.connections == 2, "both requests hung up")
 
 
 def test_the_urllib_ping_through_a_trickling_proxy_gives_up_at_the_deadline(
@@ -80,4 +90,4 @@ def test_the_urllib_ping_through_a_trickling_proxy_gives_up_at_the_deadline(
                                           "PATH": "/usr/bin:/bin"})
     said, took = out.stdout.split("\n")[:2]
     assert said == f"heartbeat (http://…): no answer within {DEADLINE:g} s", out.stderr
-    assert DEADLINE - 1 <= int(took) <= DEADLINE + 2
+    assert DEADLINE - 1 <= int(took) <= DEADLINE + 10  # slack for a loaded machine

@@ -423,13 +423,13 @@ def test_deadline_bounds_a_heal(setup, fake_claude):
     config, _, _ = setup()
 
     def slow(body: dict) -> Reply:
-        time.sleep(1.5)
+        time.sleep(60)  # far past the deadline: only the deadline can end the heal in time
         return Reply(body=message([tool_use("finish", diagnosis="late")], stop_reason="tool_use"))
 
     fake_claude.dynamic(slow)
     start = time.monotonic()
     record = heal(config, fake_claude.environ, load(config), deadline=1.2)
-    assert record.outcome == "error" and time.monotonic() - start < 5
+    assert record.outcome == "error" and time.monotonic() - start < 30
 
 
 def test_the_healer_reads_the_ticks_clock(setup, fake_claude):

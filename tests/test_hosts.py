@@ -294,13 +294,16 @@ def lease_of(pg_url: str, task_id: str = "job") -> tuple[str | None, int, bool]:
 def test_a_live_tick_renews_its_lease_while_its_task_outlives_it(pg_url, tmp_path):
     """A's task runs for several lease intervals; A's tick renews the lease from its own
     thread, so B skips every slot meanwhile, then A's result is recorded."""
-    a, b, marks = lease_homes(tmp_path, pg_url)
+    # twice LEASE: A fences itself 0.8 lease after its last renewal, renewed every third of
+    # it, so a renewal may come 2.2 s late (1.1 s with LEASE: a loaded machine's pause)
+    lease = 2 * LEASE
+    a, b, marks = lease_homes(tmp_path, pg_url, lease)
     tick_a = start_tick(a, NOW)
     wait_for_file(marks / "ran")  # A's task is running, its lease taken
     holder, fence, expired = lease_of(pg_url)
     assert holder.startswith(f"a:{tick_a.pid}:") and fence == 1 and not expired
-    for minute in ("01", "02", "03"):  # ~3 lease intervals of real time: renewal must run
-        time.sleep(LEASE)
+    for minute in ("01", "02", "03"):  # 2 leases of real time in all: renewal must run
+        time.sleep(lease * 2 / 3)
         assert lease_of(pg_url)[2] is False, "the lease expired although A's tick lives"
         out = run_cli(b, "tick", "--now", f"2026-11-23T10:{minute}:00+00:00")
         assert out.returncode == 0, out.stderr

@@ -89,7 +89,7 @@ def test_an_endpoint_that_never_answers_never_holds_the_tick(home, write_task, h
     took = time.monotonic() - began
     assert all(r.ok for _, _, r in report.results)
     # the end ping waits for its /start within its own deadline, so both end by then
-    assert took < pings.DEADLINE + 4, took
+    assert took < pings.DEADLINE + 15, took  # slack for a loaded machine; never: for ever
     assert any("quiet: ping http://127.0.0.1:" in x and "no answer within 5 s" in x
                for x in lines), lines
     assert not any("/never" in x for x in lines)  # the URL's path (its key) is never shown
@@ -136,6 +136,6 @@ def test_a_slow_endpoint_is_given_up_at_the_deadline(home, write_task, http_sink
     lines: list[str] = []
     began = time.monotonic()
     tick(home, lines)
-    assert time.monotonic() - began < pings.DEADLINE + 4
+    assert time.monotonic() - began < pings.DEADLINE + 15  # not the sink's 30 s
     assert any("slowping: ping http://127.0.0.1:" in x and "no answer within 5 s" in x
                for x in lines), lines

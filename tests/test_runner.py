@@ -314,7 +314,7 @@ def test_timeout_kills_a_grandchild_that_ignores_term_and_outlives_its_parent(tm
     assert result.outcome is Outcome.TIMEOUT
     assert result.fail_reason == "timeout after 0.5s"
     assert result.exit_code == -signal.SIGTERM
-    assert result.duration < 3
+    assert result.duration < 30  # not the grandchild's 60 s (0.8 s by design; a loaded machine)
     assert_group_gone(pids[0])
     grandchild = int(result.output_tail.split()[0])
     assert grandchild not in live_members(pids[0])
@@ -326,15 +326,15 @@ def test_timeout_when_the_leader_ignores_term(tmp_path):
                  on_start=pids.append)
     assert result.outcome is Outcome.TIMEOUT
     assert result.exit_code == -signal.SIGKILL
-    assert result.duration < 3
+    assert result.duration < 30  # not the leader's 120 s (0.7 s by design; a loaded machine)
     assert_group_gone(pids[0])
 
 
 def test_timeout_ends_a_stopped_process(tmp_path):
-    result = run(tmp_path, sh("kill -STOP $$"), timeout=0.3, grace=5.0)
+    result = run(tmp_path, sh("kill -STOP $$"), timeout=0.3, grace=60.0)
     assert result.outcome is Outcome.TIMEOUT
     assert result.exit_code == -signal.SIGTERM  # TERM acted on at once: SIGCONT followed it
-    assert result.duration < 2
+    assert result.duration < 30  # not KILL after the 60 s grace
 
 
 def test_a_failing_on_start_kills_the_group_and_propagates(tmp_path):
@@ -359,10 +359,10 @@ def test_a_failing_on_start_kills_the_group_and_propagates(tmp_path):
 )
 def test_processes_left_by_a_finished_leader_are_ended(tmp_path, background):
     pids = []
-    result = run(tmp_path, sh(f"{background} echo left"), grace=5.0, on_start=pids.append)
+    result = run(tmp_path, sh(f"{background} echo left"), grace=60.0, on_start=pids.append)
     assert result.outcome is Outcome.SUCCESS
     assert result.output_tail == "left\n"
-    assert result.duration < 2.5
+    assert result.duration < 30  # CLEANUP_GRACE (1 s), not the task's 60 s kill grace
     assert_group_gone(pids[0])
     assert "left running in the task's group" in result.log_path.read_text()
 
@@ -377,7 +377,7 @@ def test_draining_after_the_leader_exits_is_bounded_even_outside_the_group(tmp_p
     escaped = int(result.output_tail.split()[0])
     try:
         assert result.outcome is Outcome.SUCCESS
-        assert 2 <= result.duration < 3
+        assert 2 <= result.duration < 30  # DRAIN_LIMIT (2 s), not the escapee's 60 s
     finally:
         os.kill(escaped, signal.SIGKILL)
 

@@ -5,7 +5,6 @@ real pipes."""
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -116,7 +115,10 @@ def test_a_leader_whose_pipes_closed_early_is_seen_ending_at_once(tmp_path):
         returned = time.time()
         assert result.outcome is Outcome.SUCCESS
         late.append(returned - float(stamp.read_text()))
-    assert statistics.mean(late) < 0.015, [f"{x * 1000:.1f} ms" for x in late]
+    # 7 of the 10 within 10 ms (~0.5 ms each here, loaded or not): a POLL's wait, spread over
+    # 0-50 ms, has 7 under 10 ms one time in a thousand; a mean was broken by one 150 ms
+    # pause of a loaded machine
+    assert sorted(late)[6] < 0.010, [f"{x * 1000:.1f} ms" for x in late]
 
 
 def test_a_gate_killed_before_its_go_is_a_run_killed_not_an_error(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "faults"))
@@ -27,12 +28,30 @@ def test_forced_alert_of_a_timeout_does_not_wait_for_the_slowest_task(home, writ
     (home / "scheduler.yaml").write_text(
         f"kill_grace: 0.5\nmax_parallel: 2\nnotify:\n  destinations:\n"
         f"    ops: \"{http_sink.json_url()}\"\n")
-    slow_end = home / "slow_end"
+    slow_end, alerted = home / "slow_end", home / "alerted"
     write_task("hang", schedule="0 10 * * *", timeout=1, command="sleep 30")
-    write_task("slow", schedule="0 10 * * *", timeout=60,
-               command=f"sleep 8; date +%s.%N > {slow_end}")
+    # slow runs until the sink has the hang's alert (60 s at most), not a fixed 8 s in which
+    # a loaded machine had to time hang out and start the courier: an alert held for the
+    # slowest task would still come after slow's end
+    write_task("slow", schedule="0 10 * * *", timeout=90,
+               command=f"i=0; while [ ! -e {alerted} ] && [ $i -lt 1200 ];"
+                       f" do sleep 0.05; i=$((i+1)); done; date +%s.%N > {slow_end}")
     run_cli(home, "tick", "--now", BEFORE)
-    out = run_cli(home, "tick", "--now", NOW)
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.02):
+            if any(b"hang" in r.body for r in list(http_sink.requests)):
+                alerted.touch()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        out = run_cli(home, "tick", "--now", NOW)
+    finally:
+        stop.set()
+        watcher.join(5)
     assert "hang: timeout" in out.stdout, out.stdout + out.stderr
     ended = float(slow_end.read_text())
     alerts = [r for r in http_sink.requests if "hang" in r.body.decode(errors="replace")]

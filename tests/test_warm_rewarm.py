@@ -11,9 +11,12 @@ import time
 from mdcron.cli.warm import Ahead, _wait
 
 
-def go_later(fd: int, seconds: float) -> threading.Thread:
+def go_later(fd: int, seconds: float, after=lambda: True) -> threading.Thread:
     def write() -> None:
         time.sleep(seconds)
+        give_up = time.monotonic() + 30
+        while not after() and time.monotonic() < give_up:
+            time.sleep(0.001)
         os.write(fd, b"g")
         os.close(fd)
 
@@ -25,10 +28,12 @@ def go_later(fd: int, seconds: float) -> threading.Thread:
 def test_it_rewarms_once_at_the_instant_when_the_go_has_not_come():
     read_end, write_end = os.pipe()
     calls: list[float] = []
-    writer = go_later(write_end, 0.4)
+    # the go 0.4 s in, and only once the rewarm was made (30 s at most): a loaded machine's
+    # late start of the wait must not let the go come first
+    writer = go_later(write_end, 0.4, lambda: bool(calls))
     began = time.time()
     assert _wait(read_end, began + 0.1, lambda: calls.append(time.time()))
-    writer.join(5)
+    writer.join(60)
     assert len(calls) == 1
     assert calls[0] - began >= 0.09  # at its instant, not before
 

@@ -288,27 +288,33 @@ def test_a_token_file_others_can_read_or_a_weak_token_is_refused(home, tmp_path)
 
 
 def test_run_now_replayed_starts_one_run(home, write_task, server):
-    write_task("slow", command="sleep 3")
+    # the run lasts until every replay was answered (a fixed 3 s: a loaded machine's 100
+    # requests could outlast it, and a replay after its end rightly starts a second run)
+    done = home / "replays-answered"
+    write_task("slow", command=f"while [ ! -e {done} ]; do sleep 0.05; done", timeout=300)
     with logged_in(server) as c:
-        token = csrf_of(c)
-        codes: list[int] = []
+        try:
+            token = csrf_of(c)
+            codes: list[int] = []
 
-        def fire() -> None:
-            with httpx.Client(base_url=server.base, timeout=60, cookies=c.cookies) as one:
-                for _ in range(10):
-                    codes.append(one.post("/tasks/slow/run", data={"csrf": token},
-                                          headers={"Origin": server.base},
-                                          follow_redirects=False).status_code)
+            def fire() -> None:
+                with httpx.Client(base_url=server.base, timeout=60, cookies=c.cookies) as one:
+                    for _ in range(10):
+                        codes.append(one.post("/tasks/slow/run", data={"csrf": token},
+                                              headers={"Origin": server.base},
+                                              follow_redirects=False).status_code)
 
-        threads = [threading.Thread(target=fire) for _ in range(10)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(codes) == 100 and codes.count(303) == 1, sorted(set(codes))
-        assert set(codes) == {303, 409}
-        r = c.post("/api/tasks/slow/run", headers=server.bearer())
-        assert r.status_code == 409 and "running" in r.json()["error"]
+            threads = [threading.Thread(target=fire) for _ in range(10)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(codes) == 100 and codes.count(303) == 1, sorted(set(codes))
+            assert set(codes) == {303, 409}
+            r = c.post("/api/tasks/slow/run", headers=server.bearer())
+            assert r.status_code == 409 and "running" in r.json()["error"]
+        finally:
+            done.touch()  # the run ends
     deadline = time.monotonic() + 60
     while '"status": "success"' not in (out := run_cli(home, "history", "--json").stdout):
         assert time.monotonic() < deadline, out

@@ -60,9 +60,41 @@ class WebServer:
             self.proc.wait()
 
 
+def _listening(pid: int, port: int) -> bool:
+    """Whether process `pid` itself holds a socket listening on `port`: a connection alone may
+    reach another process that took the port between free_port() and the server's bind."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            inodes.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+    for row in rows:  # sl local_address rem_address st ... inode
+        fields = row.split()
+        if (fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port
+                and f"socket:[{fields[9]}]" in inodes):
+            return True
+    return False
+
+
 def start_web(home: Path, *extra: str, token_file: Path | None = None,
               preexec_fn=None) -> WebServer:
-    port = free_port()
+    for _ in range(5):  # a port free when chosen may be taken before the server binds it
+        server = _start_web_on(free_port(), home, *extra, token_file=token_file,
+                               preexec_fn=preexec_fn)
+        if server is not None:
+            return server
+    raise AssertionError("web server: every port chosen was taken before it could bind it")
+
+
+def _start_web_on(port: int, home: Path, *extra: str, token_file: Path | None,
+                  preexec_fn) -> WebServer | None:
+    """The server on `port`; None when that port was in use by then."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MDCRON_")}
     more = ["--token-file", str(token_file)] if token_file else []
     proc = subprocess.Popen([sys.executable, str(SCHEDULER), "--home", str(home), "web",
@@ -77,17 +109,20 @@ def start_web(home: Path, *extra: str, token_file: Path | None = None,
     # the banner's second line (how scripts authenticate) is read here too: a test reading
     # `output` right after the start must not race the drain thread for it
     server.output += [line, proc.stdout.readline() if proc.stdout else ""]
-    threading.Thread(target=server.drain, daemon=True).start()  # a full pipe would block it
-    deadline = time.monotonic() + 20
-    while True:  # uvicorn binds after the banner is printed
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                server.stop()
-                raise AssertionError("web server did not start") from None
-            time.sleep(0.05)
+    drain = threading.Thread(target=server.drain, daemon=True)  # a full pipe would block it
+    drain.start()
+    deadline = time.monotonic() + 60  # uvicorn binds after the banner (a loaded machine: s)
+    while not _listening(proc.pid, port):
+        if proc.poll() is not None:
+            drain.join(10)
+            said = "".join(server.output)
+            if "address already in use" in said:
+                return None
+            raise AssertionError(f"web server did not start:\n{said}")
+        if time.monotonic() > deadline:
+            server.stop()
+            raise AssertionError("web server did not start:\n" + "".join(server.output))
+        time.sleep(0.05)
     return server
 
 

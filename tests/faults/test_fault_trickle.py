@@ -68,7 +68,7 @@ def test_a_trickling_heartbeat_ends_the_full_and_the_idle_tick_on_time(home, wri
     assert said.startswith(  # the idle tick's own line, with no tick log prefix
         f"mdcron: heartbeat: heartbeat (http://…): no answer within {HEARTBEAT_DEADLINE:g} s")
     assert len(runs(home)) == 1 and trickle.connections == 2
-    wait_until(lambda: trickle.hung_up == 2, "both pings hung up", 10)
+    wait_until(lambda: trickle.hung_up == 2, "both pings hung up")
 
 
 def test_a_trickling_destination_leaves_the_message_pending_and_the_tick_on_time(
@@ -83,7 +83,7 @@ def test_a_trickling_destination_leaves_the_message_pending_and_the_tick_on_time
     assert f"no answer within {SEND_TIMEOUT:g} s" in error
     assert f"no answer within {SEND_TIMEOUT:g} s" in said and "attempt 1 of" in said
     # the delivery was stopped, not abandoned: nothing holds the connection after the tick
-    wait_until(lambda: trickle.hung_up == trickle.connections, "the destination hung up", 10)
+    wait_until(lambda: trickle.hung_up == trickle.connections, "the destination hung up")
 
 
 def test_a_trickling_claude_api_times_out_a_claude_task_at_its_timeout(home, write_task,
@@ -98,7 +98,7 @@ def test_a_trickling_claude_api_times_out_a_claude_task_at_its_timeout(home, wri
     assert 14 <= duration <= 15 + 5  # the deadline, and a loaded machine writing the row
     log, = (home / "logs" / "runs" / "ask").rglob("*.log")
     assert "the Claude API did not answer within" in log.read_text()
-    wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up", 10)
+    wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up")
 
 
 def test_a_trickling_claude_api_ends_the_comment_check_within_its_bound(home, write_task,
@@ -118,7 +118,7 @@ def test_a_trickling_claude_api_ends_the_comment_check_within_its_bound(home, wr
                     note), note
     unread, = query(home, "SELECT count(*) FROM comments WHERE read_at IS NULL")[0]
     assert unread == 1
-    wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up", 10)
+    wait_until(lambda: trickle.hung_up == trickle.connections == 1, "the API hung up")
 
 
 def test_a_trickling_destination_delays_only_the_first_of_a_ticks_failure_alerts(
