@@ -123,8 +123,16 @@ def test_cron_tick_with_a_due_task_keeps_the_joins_quick_from_its_decline(home, 
     write_task("job", schedule="* * * * *", command="ls /proc/$PPID/task | wc -l > threads")
     run_cli(home, "tick", "--now", "2026-11-23T09:59:00+00:00")  # first seen: not due yet
     age_cache(home)
-    assert run_cli(home, "tick", "--now", "2026-11-23T10:00:00+00:00").returncode == 0
-    assert int((home / "threads").read_text()) == 2
+    seen = []
+    for minute in range(3):  # the keeper lasts KEEP_S (0.5 s): a loaded machine may take
+        # longer than that from the decline to the task, so up to 3 minutes are tried; a
+        # tick without the keeper shows 1 thread in every one
+        tick = run_cli(home, "tick", "--now", f"2026-11-23T10:0{minute}:00+00:00")
+        assert tick.returncode == 0, tick.stdout + tick.stderr
+        seen.append(int((home / "threads").read_text()))
+        if seen[-1] == 2:
+            break
+    assert seen[-1] == 2, seen
 
 
 ORDER_PROBE = """
