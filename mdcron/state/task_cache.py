@@ -132,9 +132,9 @@ def read_listed(db: Any, key: str) -> dict[str, tuple[Any, ...]] | None:
 def split_listed(rows: dict[str, tuple[Any, ...]]
                  ) -> tuple[dict[str, CacheRow], dict[str, str | None]]:
     """read_listed's rows as read_cache's rows and listings' listings."""
-    new = tuple.__new__
-    return ({p: new(CacheRow, r[:15]) for p, r in rows.items()},
-            {p: r[15] for p, r in rows.items()})
+    new, n = tuple.__new__, len(CacheRow._fields)  # the listing follows the row's fields
+    return ({p: new(CacheRow, r[:n]) for p, r in rows.items()},
+            {p: r[n] for p, r in rows.items()})
 
 
 def write_due_after(db: Any, rows: Iterable[tuple[Any, ...]]) -> None:
